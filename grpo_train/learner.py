@@ -1,0 +1,377 @@
+"""The DeepSpeed learner: policy (optionally LoRA), reference model, per-token logprobs and the GRPO update.
+
+The DeepSpeed config is built in code from `LearnerConfig` (plus the raw `learner.deepspeed` escape hatch).
+Gradient accumulation is *unmanaged* (`managed_gradient_accumulation: false`, DeepSpeed >= 0.19): every
+`backward` accumulates, and the one `step()` per mini-batch is the boundary. The loss of each micro-batch is
+already divided by the global normaliser of its mini-batch (`algorithms.loss_normaliser`, summed over
+ranks), so the accumulated gradient is the mini-batch gradient without any 1/gas rescaling, for any number of
+micro-batches.
+
+CPU and GPU differ in a few lines only (`_on_gpu`): gloo vs NCCL, torch AdamW vs DeepSpeed's FusedAdam.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from dataclasses import dataclass
+
+import deepspeed
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from grpo_train import algorithms
+from grpo_train.config import Config, LearnerConfig
+
+
+def _on_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Distributed set-up
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed() -> tuple[int, int]:
+    """Join (or create) the process group; returns (rank, world_size).
+
+    torchrun, `accelerate launch --multi_gpu` and the `deepspeed` launcher set RANK / WORLD_SIZE / LOCAL_RANK /
+    MASTER_ADDR / MASTER_PORT. A plain `grpo-train` start sets none of them, and DeepSpeed would then look
+    for MPI, so we declare a world of one on a free local port.
+    """
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    if not dist.is_initialized():
+        if _on_gpu():
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        deepspeed.init_distributed(dist_backend="nccl" if _on_gpu() else "gloo", verbose=False)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def all_reduce_sum(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=_device())
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def all_reduce_max(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def global_means(sums: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """{name: (sum, count)} on this rank -> {name: sum over ranks / count over ranks}, in one all-reduce."""
+    names = sorted(sums)
+    flat = torch.tensor([float(v) for n in names for v in sums[n]], dtype=torch.float64, device=_device())
+    dist.all_reduce(flat)
+    flat = flat.cpu()
+    return {n: float(flat[2 * i] / flat[2 * i + 1]) if flat[2 * i + 1] > 0 else float("nan")
+            for i, n in enumerate(names)}
+
+
+def _device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if _on_gpu() else torch.device("cpu")
+
+
+# ----------------------------------------------------------------------------------------------------
+# DeepSpeed config and the learning-rate schedule
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def deepspeed_config(cfg: LearnerConfig, world_size: int) -> dict:
+    """The DeepSpeed config for the policy, from our dataclass plus the raw `learner.deepspeed` keys."""
+    ds = {
+        "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": cfg.micro_batch_size * world_size,
+        "managed_gradient_accumulation": False,  # we own the boundary: one step() per mini-batch
+        "gradient_clipping": cfg.grad_clip,
+        "zero_optimization": {"stage": cfg.zero_stage},
+        "bf16": {"enabled": cfg.precision == "bf16"},
+        # torch's AdamW on CPU is a client optimizer DeepSpeed has not "tested" with ZeRO.
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": False,
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if _on_gpu():
+        ds["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.adam_betas),
+                                                       "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}}
+    return _merge(ds, cfg.deepspeed)
+
+
+def lr_lambda(cfg: LearnerConfig, total_steps: int):
+    """Multiplier of the peak lr at optimizer step k: linear warmup, then constant or cosine to zero."""
+
+    def factor(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / (cfg.warmup_steps + 1)
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+# ----------------------------------------------------------------------------------------------------
+# The update batch
+
+
+@dataclass
+class UpdateBatch:
+    """One rank's rollout batch, right-padded. N sequences, L = longest prompt + completion.
+
+    Log-prob tensors are aligned with targets: column t scores token t + 1 of `input_ids`.
+    """
+
+    input_ids: Tensor  # [N, L] long
+    attention_mask: Tensor  # [N, L] long, 1 on prompt and completion tokens
+    completion_mask: Tensor  # [N, L-1] float, 1 where the target token is a completion token
+    advantages: Tensor  # [N] float
+    sampler_logp: Tensor  # [N, L-1] float, vLLM's log-probs of the completion tokens (0 elsewhere)
+    old_logp: Tensor | None = None  # [N, L-1] learner log-probs before the update (None: on-policy)
+    ref_logp: Tensor | None = None  # [N, L-1] reference-model log-probs (None: no KL term)
+
+    def rows(self, index: Tensor) -> UpdateBatch:
+        """The sequences `index` [n], trimmed to their own longest length (less padding to compute)."""
+        length = int(self.attention_mask[index].sum(1).max())
+        targets = lambda t: None if t is None else t[index][:, : length - 1]  # noqa: E731
+        return UpdateBatch(
+            input_ids=self.input_ids[index][:, :length],
+            attention_mask=self.attention_mask[index][:, :length],
+            completion_mask=targets(self.completion_mask),
+            advantages=self.advantages[index],
+            sampler_logp=targets(self.sampler_logp),
+            old_logp=targets(self.old_logp),
+            ref_logp=targets(self.ref_logp),
+        )
+
+
+def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
+                      sampler_logps: list[list[float]], advantages: Tensor, pad_id: int) -> UpdateBatch:
+    """Right-pad prompt + completion sequences into an UpdateBatch."""
+    n = len(prompt_ids)
+    length = max(len(p) + len(c) for p, c in zip(prompt_ids, completion_ids, strict=True))
+    input_ids = torch.full((n, length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((n, length), dtype=torch.long)
+    completion_mask = torch.zeros((n, length - 1))
+    sampler_logp = torch.zeros((n, length - 1))
+    for i, (prompt, completion, logps) in enumerate(zip(prompt_ids, completion_ids, sampler_logps, strict=True)):
+        p, c = len(prompt), len(completion)
+        input_ids[i, : p + c] = torch.tensor(prompt + completion, dtype=torch.long)
+        attention_mask[i, : p + c] = 1
+        # Target t + 1 is completion token j when t = p - 1 + j.
+        completion_mask[i, p - 1 : p - 1 + c] = 1.0
+        sampler_logp[i, p - 1 : p - 1 + c] = torch.tensor(logps, dtype=torch.float32)
+    return UpdateBatch(input_ids, attention_mask, completion_mask, advantages.float(), sampler_logp)
+
+
+def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float,
+                   with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Log-prob of each next token under `model` at the sampling temperature, in fp32.
+
+    input_ids, attention_mask: [n, L]. Returns (logp [n, L-1], entropy [n, L-1] or None).
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1]
+    logits = logits.float() / temperature  # [n, L-1, V]; the sampler drew from softmax(logits / T)
+    log_probs = torch.log_softmax(logits, dim=-1)
+    logp = log_probs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(log_probs.exp() * log_probs).sum(-1)
+    return logp, entropy
+
+
+def _chunks(n: int, size: int) -> list[Tensor]:
+    return list(torch.arange(n).split(size))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The learner
+
+
+class Learner:
+    """A DeepSpeed engine around the policy, an optional reference model, and the GRPO update.
+
+    Reference model: none when kl_coef = 0; with LoRA, the policy itself with its adapters disabled; otherwise
+    a frozen copy (partitioned by its own DeepSpeed engine under ZeRO-3, a plain module below that).
+    """
+
+    def __init__(self, cfg: Config, model_path: str, total_optimizer_steps: int):
+        from transformers import AutoModelForCausalLM
+
+        self.cfg = cfg
+        self.world = dist.get_world_size()
+        self.device = _device()
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        if cfg.model.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.lora = cfg.model.lora.rank > 0
+        if self.lora:
+            from peft import LoraConfig, get_peft_model
+
+            lora = cfg.model.lora
+            model = get_peft_model(model, LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                                     target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        lcfg = cfg.learner
+        # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU: torch's AdamW.
+        optimizer = None if _on_gpu() else torch.optim.AdamW(
+            trainable, lr=lcfg.lr, betas=tuple(lcfg.adam_betas), eps=lcfg.adam_eps, weight_decay=lcfg.weight_decay)
+        schedule = lr_lambda(lcfg, total_optimizer_steps)
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=model,
+            model_parameters=trainable,
+            optimizer=optimizer,
+            lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+            config=deepspeed_config(lcfg, self.world),
+        )
+        self.ref = self._reference(model_path) if cfg.algorithm.kl_coef > 0 and not self.lora else None
+        self.skipped_nonfinite = 0
+        self.basic_grad_norm: float | None = None
+
+    def _reference(self, model_path: str) -> torch.nn.Module:
+        from transformers import AutoModelForCausalLM
+
+        dtype = torch.bfloat16 if self.cfg.learner.precision == "bf16" else torch.float32
+        ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval().requires_grad_(False)
+        if self.cfg.learner.zero_stage == 3:
+            # Partition the frozen copy like the policy instead of holding it whole on every rank.
+            ref_config = {"train_micro_batch_size_per_gpu": self.cfg.learner.micro_batch_size,
+                          "zero_optimization": {"stage": 3}, "bf16": {"enabled": dtype == torch.bfloat16}}
+            return deepspeed.initialize(model=ref, config=ref_config)[0].module
+        return ref.to(self.device)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The policy as an nn.Module (a PeftModel with LoRA), for weight sync and checkpoint export."""
+        return self.engine.module
+
+    # ------------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def logprobs(self, batch: UpdateBatch, reference: bool = False) -> Tensor:
+        """Learner log-probs [N, L-1] of the batch's completion tokens (0 elsewhere), in micro-batches."""
+        temperature = self.cfg.rollout.temperature or 1.0
+        out = torch.zeros_like(batch.sampler_logp)
+        self.engine.eval()
+        for index in _chunks(batch.input_ids.shape[0], self.cfg.learner.micro_batch_size):
+            sub = batch.rows(index)
+            ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
+            if reference and self.lora:
+                with self.module.disable_adapter():
+                    logp, _ = token_logprobs(self.engine, ids, attn, temperature)
+            elif reference:
+                logp, _ = token_logprobs(self.ref, ids, attn, temperature)
+            else:
+                logp, _ = token_logprobs(self.engine, ids, attn, temperature)
+            out[index, : logp.shape[1]] = logp.float().cpu()
+        self.engine.train()
+        return out * batch.completion_mask
+
+    def update(self, batch: UpdateBatch) -> dict[str, float]:
+        """mu passes over the batch, each split into `mini_batches` optimizer steps; returns mean statistics."""
+        a = self.cfg.algorithm
+        n = batch.input_ids.shape[0]
+        if n % a.mini_batches:
+            raise ValueError(f"algorithm.mini_batches={a.mini_batches} does not divide this rank's {n} sequences")
+        mini_size = n // a.mini_batches
+        totals: dict[str, float] = {}
+        steps = 0
+        for _ in range(a.num_iterations):
+            for start in range(0, n, mini_size):
+                stats = self._optimizer_step(batch, torch.arange(start, start + mini_size))
+                for key, value in stats.items():
+                    totals[key] = totals.get(key, 0.0) + value
+                steps += 1
+        return {key: value / steps for key, value in totals.items()}
+
+    def _optimizer_step(self, batch: UpdateBatch, index: Tensor) -> dict[str, float]:
+        a, lcfg = self.cfg.algorithm, self.cfg.learner
+        temperature = self.cfg.rollout.temperature or 1.0
+        mask = batch.completion_mask[index]
+        # The global normaliser of this mini-batch over all ranks, so micro-batch / rank splits sum exactly.
+        normaliser = all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens))
+        sums: dict[str, float] = {}
+        tokens = 0.0
+        for micro in index.split(lcfg.micro_batch_size):
+            sub = batch.rows(micro)
+            ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
+            cmask = sub.completion_mask.to(self.device)
+            logp, entropy = token_logprobs(self.engine, ids, attn, temperature, with_entropy=True)
+            # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
+            # the gradient; this saves a forward pass over the batch.
+            old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)
+            per_token, stats = algorithms.clipped_surrogate_loss(
+                logp, old, sub.advantages.to(self.device), cmask,
+                clip_low=a.clip_eps, clip_high=a.clip_eps_high or a.clip_eps, dual_clip=a.dual_clip or None,
+                ref_logp=None if sub.ref_logp is None else sub.ref_logp.to(self.device),
+                kl_coef=a.kl_coef, kl_kind=a.kl_estimator,
+                sampler_logp=sub.sampler_logp.to(self.device), tis_cap=a.tis_cap or None, entropy=entropy)
+            # DeepSpeed averages gradients over data-parallel ranks; the normaliser already counts every rank,
+            # so multiply by the world size to turn that average into the sum the normaliser expects.
+            loss = algorithms.agg_loss(per_token, cmask, a.loss_agg, normaliser) * self.world
+            # scale_wrt_gas=False: the loss is already divided by the mini-batch normaliser; a further 1/gas
+            # would shrink the gradient by the number of micro-batches. A non-finite loss is still
+            # back-propagated: its non-finite gradient makes the optimizer skip the whole step (below).
+            self.engine.backward(loss, scale_wrt_gas=False)
+            count = float(cmask.sum())
+            tokens += count
+            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) / self.world
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + float(value) * count
+        applied = self._step()
+        out = {key: value / max(tokens, 1.0) for key, value in sums.items() if key != "loss"}
+        out["loss"] = sums.get("loss", 0.0)
+        out["grad_norm"] = self._grad_norm() if applied else float("nan")
+        out["lr"] = self.scheduler.get_last_lr()[0]
+        out["skipped_step"] = 0.0 if applied else 1.0
+        return out
+
+    def _grad_norm(self) -> float:
+        """The pre-clipping global gradient norm of the last applied step (NaN where it is not known)."""
+        norm = self.engine.get_global_grad_norm()
+        if norm is None:
+            norm = self.basic_grad_norm
+        return float("nan") if norm is None else float(norm)
+
+    def _step(self) -> bool:
+        """Apply the accumulated gradient unless it is non-finite anywhere; returns whether it was applied.
+
+        DeepSpeed's ZeRO and bf16 optimizers check the global gradient norm themselves and skip a non-finite
+        step (counted in `engine.skipped_steps`). The plain fp32 ZeRO-0 path does not, so we check its local
+        gradients (not yet reduced here) on every rank and drop them all together.
+        """
+        self.basic_grad_norm = None
+        if self.cfg.learner.zero_stage == 0 and self.cfg.learner.precision == "fp32":
+            grads = [p.grad for p in self.engine.module.parameters() if p.grad is not None]
+            local_norm = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
+            if all_reduce_sum(0.0 if math.isfinite(local_norm) else 1.0) > 0:
+                self.engine.zero_grad()
+                self.skipped_nonfinite += 1
+                return False
+            # DeepSpeed does not report this path's norm; ours is exact only before any cross-rank averaging.
+            self.basic_grad_norm = local_norm if self.world == 1 else None
+        before = self.engine.skipped_steps
+        self.engine.step()
+        if self.engine.skipped_steps > before:
+            self.skipped_nonfinite += 1
+            return False
+        return True

@@ -1,0 +1,156 @@
+"""The DeepSpeed learner on CPU (gloo, a world of one): update, micro-batch invariance, non-finite skips,
+LoRA, the reference model, and checkpoint round trips."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_train import checkpoint
+from grpo_train.config import load_config
+from grpo_train.learner import Learner, deepspeed_config, init_distributed, lr_lambda, make_update_batch
+from grpo_train.models import resolve_model
+
+
+@pytest.fixture(scope="module")
+def tiny_path():
+    init_distributed()
+    return resolve_model("tiny-qwen2")
+
+
+def make_cfg(*overrides):
+    return load_config(None, ["model.name_or_path=tiny-qwen2", "model.max_model_len=256", "rollout.max_tokens=16",
+                              "learner.lr=1e-3", "learner.micro_batch_size=8", *overrides])
+
+
+def random_batch(n=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(3, 1000, (4 + i % 3,), generator=g).tolist() for i in range(n)]
+    completions = [torch.randint(3, 1000, (2 + i,), generator=g).tolist() for i in range(n)]
+    sampler_logps = [[-2.0] * len(c) for c in completions]
+    advantages = torch.randn(n, generator=g)
+    return make_update_batch(prompts, completions, sampler_logps, advantages, pad_id=2)
+
+
+def weights(learner):
+    return {k: v.detach().clone() for k, v in learner.module.state_dict().items()}
+
+
+def test_make_update_batch_aligns_targets():
+    batch = make_update_batch([[5, 6, 7]], [[8, 9]], [[-0.5, -0.25]], torch.tensor([1.0]), pad_id=0)
+    # input 5 6 7 8 9: targets 6 7 8 9; the completion tokens 8, 9 are targets at columns 2 and 3.
+    assert batch.input_ids.tolist() == [[5, 6, 7, 8, 9]]
+    assert batch.completion_mask.tolist() == [[0.0, 0.0, 1.0, 1.0]]
+    assert batch.sampler_logp.tolist() == [[0.0, 0.0, -0.5, -0.25]]
+
+
+def test_deepspeed_config_and_escape_hatch():
+    cfg = make_cfg("learner.zero_stage=3", "learner.precision=bf16", "learner.grad_clip=0.5")
+    cfg.learner.deepspeed = {"zero_optimization": {"overlap_comm": False}, "steps_per_print": 7}
+    ds = deepspeed_config(cfg.learner, world_size=2)
+    assert ds["zero_optimization"] == {"stage": 3, "overlap_comm": False}  # merged, not replaced
+    assert ds["bf16"] == {"enabled": True} and ds["gradient_clipping"] == 0.5 and ds["steps_per_print"] == 7
+    assert ds["train_batch_size"] == 16 and ds["managed_gradient_accumulation"] is False
+
+
+def test_lr_schedule_warmup_then_cosine():
+    cfg = make_cfg("learner.warmup_steps=3", "learner.lr_schedule=cosine")
+    f = lr_lambda(cfg.learner, total_steps=13)
+    # warmup: (k+1)/(3+1) -> 0.25, 0.5, 0.75; cosine over the 10 remaining steps: 1 at k=3, 0.5 at k=8, 0 at k=13
+    assert [f(k) for k in range(3)] == [0.25, 0.5, 0.75]
+    assert f(3) == pytest.approx(1.0) and f(8) == pytest.approx(0.5) and f(13) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_update_changes_weights_and_reports_stats(tiny_path, stage):
+    learner = Learner(make_cfg(f"learner.zero_stage={stage}"), tiny_path, total_optimizer_steps=4)
+    before = weights(learner)
+    stats = learner.update(random_batch())
+    after = weights(learner)
+    assert math.isfinite(stats["loss"]) and stats["grad_norm"] > 0 and stats["skipped_step"] == 0.0
+    assert stats["ratio_mean"] == pytest.approx(1.0)  # on-policy: old = current
+    assert all(not torch.equal(before[k], after[k]) for k in before)
+    assert learner.ref is None  # kl_coef = 0 loads no reference model
+
+
+def test_micro_batch_split_gives_the_same_step(tiny_path):
+    """One micro-batch of 8 or four of 2: the same global normaliser, so the same gradient and update."""
+    batch = random_batch()
+    results, norms = [], []
+    for micro in (8, 2):
+        learner = Learner(make_cfg("learner.zero_stage=2", f"learner.micro_batch_size={micro}",
+                                   "learner.grad_clip=0"), tiny_path, total_optimizer_steps=4)
+        norms.append(learner.update(batch)["grad_norm"])
+        results.append(weights(learner))
+    # A 1/gas rescaling would shrink the second norm 4x; summation order only moves the last bits.
+    assert norms[1] == pytest.approx(norms[0], rel=1e-5)
+    for name in results[0]:
+        # Adam's first step is ~lr * sign(g): an element whose gradient is ~0 may move by a rounding error's
+        # worth differently, so compare against a small fraction of one step (lr = 1e-3).
+        torch.testing.assert_close(results[0][name], results[1][name], rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_non_finite_loss_skips_the_step(tiny_path, stage):
+    learner = Learner(make_cfg(f"learner.zero_stage={stage}"), tiny_path, total_optimizer_steps=4)
+    batch = random_batch()
+    batch.advantages[3] = float("nan")
+    before = weights(learner)
+    stats = learner.update(batch)
+    assert stats["skipped_step"] == 1.0 and learner.skipped_nonfinite == 1
+    after = weights(learner)
+    assert all(torch.equal(before[k], after[k]) for k in before)  # no NaN reached the weights
+    # The next, finite batch trains normally.
+    stats = learner.update(random_batch(seed=1))
+    assert stats["skipped_step"] == 0.0 and all(torch.isfinite(v).all() for v in weights(learner).values())
+
+
+def test_kl_reference_copy_and_lora_reference(tiny_path):
+    full = Learner(make_cfg("algorithm.kl_coef=0.1", "learner.zero_stage=2"), tiny_path, total_optimizer_steps=4)
+    assert full.ref is not None
+    batch = random_batch()
+    ref_before = full.logprobs(batch, reference=True)
+    full.update(batch)
+    # The reference is frozen, the policy moved away from it.
+    torch.testing.assert_close(full.logprobs(batch, reference=True), ref_before)
+    assert not torch.allclose(full.logprobs(batch), ref_before)
+
+    lora = Learner(make_cfg("algorithm.kl_coef=0.1", "model.lora.rank=4", "learner.zero_stage=2"), tiny_path,
+                   total_optimizer_steps=4)
+    assert lora.ref is None  # the reference is the policy with its adapters disabled
+    ref_lora = lora.logprobs(batch, reference=True)
+    torch.testing.assert_close(ref_lora, ref_before)  # adapters start at zero: base model = reference
+    batch.ref_logp = ref_lora
+    for _ in range(2):
+        stats = lora.update(batch)
+    assert stats["kl"] > 0
+    torch.testing.assert_close(lora.logprobs(batch, reference=True), ref_before)
+    assert not torch.allclose(lora.logprobs(batch), ref_before)
+    trainable = [n for n, p in lora.module.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+
+
+def save_hf_tensors(folder, named):
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    save_file({n: t.detach().contiguous() for n, t in named}, str(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_checkpoint_round_trip_continues_identically(tiny_path, tmp_path, stage):
+    cfg = make_cfg(f"learner.zero_stage={stage}")
+    learner = Learner(cfg, tiny_path, total_optimizer_steps=4)
+    learner.update(random_batch(seed=0))
+    ckpt = checkpoint.save_checkpoint(tmp_path, 1, learner.engine, {"step": 1}, learner.module.named_parameters(),
+                                      save_hf_tensors, keep_last=2)
+    assert checkpoint.is_complete(ckpt) == (True, "")
+    continued = learner.update(random_batch(seed=1))
+
+    resumed = Learner(cfg, tiny_path, total_optimizer_steps=4)
+    assert checkpoint.load_checkpoint(ckpt, resumed.engine) == {"step": 1}
+    again = resumed.update(random_batch(seed=1))
+    # Adam's moments and the scheduler came back too, so the next step is the same to the last bit.
+    assert again["loss"] == continued["loss"] and again["lr"] == continued["lr"]
+    for name, value in weights(learner).items():
+        assert torch.equal(value, weights(resumed)[name]), name

@@ -1,0 +1,101 @@
+"""The verifier's process pool: order, weights, status counts, adversarial inputs, hard timeouts and
+crashed workers. Real worker processes throughout (start-up is ~2-5 s per worker on 2 cores)."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from grpo_train.verifier import judge_with_timeout
+from grpo_train.verifier_pool import ScoredItem, VerifierPool, VerifyItem, score_batch, status_counts
+
+
+def hang_or_crash(response, gold, dataset, problem=None, timeout_s=5.0):
+    """A judge for the workers that hangs without the soft timer, or kills its own process."""
+    if response == "hang":
+        time.sleep(3600)  # stands for SymPy stuck in C code, which no signal interrupts
+    if response == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)  # stands for a segfault or the OOM killer
+    return judge_with_timeout(response, gold, dataset, problem, timeout_s=timeout_s)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with VerifierPool(num_workers=2, timeout_s=5.0, chunk_size=4) as shared_pool:
+        yield shared_pool
+
+
+def test_results_keep_input_order_and_weights(pool):
+    items = [
+        VerifyItem("The answer is $\\boxed{42}$.", "42", "gsm8k"),  # right, boxed
+        VerifyItem("The answer is 42.", "42", "gsm8k"),  # right, not in the format
+        VerifyItem("#### 41", "42", "gsm8k"),  # wrong, in GSM8K's format
+        ("I am not sure.", "42", "gsm8k"),  # a plain tuple works too
+        VerifyItem("so $\\boxed{\\frac{3}{4}}$", "0.75", "math"),
+    ] * 5
+    scored = pool.score_batch(items, accuracy_weight=1.0, format_weight=0.25)
+    assert [s.reward for s in scored] == [1.25, 1.0, 0.25, 0.0, 1.25] * 5
+    assert [s.answer for s in scored[:5]] == ["42", "42", "41", None, "\\frac{3}{4}"]
+    assert status_counts(scored) == {"ok": 20, "no_answer": 5, "timeout": 0, "error": 0}
+
+
+def test_pool_is_reusable_across_batches(pool):
+    for value in range(3):
+        scored = pool.score_batch([VerifyItem(f"#### {value}", str(value), "gsm8k")])
+        assert scored == [ScoredItem(1.0, 0.0, str(value), "ok")]
+    assert pool.score_batch([]) == []
+
+
+def test_adversarial_batch_completes_in_time_without_side_effects(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # workers inherit the working directory: "touch pwned" would land here
+    items = [
+        VerifyItem("x" * 1_000_000 + " The answer is $\\boxed{5}$.", "5", "math"),
+        VerifyItem("\\boxed{" + "{" * 10_000 + "7" + "}" * 10_000 + "}", "7", "math"),
+        VerifyItem("The answer is \\boxed{7", "7", "math"),
+        VerifyItem("$\\boxed{9^{9^{9^{9}}}}$", "9", "math"),
+        VerifyItem("$\\boxed{10^{10^{10}}}$", "3", "math"),
+        VerifyItem("$\\boxed{__import__('os').system('touch pwned')}$", "0", "math"),
+        VerifyItem("\udcff\x00 \\boxed{\ufffd}", "1", "gsm8k"),
+        VerifyItem("\\boxed{5}", "", "math"),
+        VerifyItem("The answer is $\\boxed{5}$.", "5", "math"),
+    ]
+    start = time.perf_counter()
+    scored = score_batch(items, timeout_s=3.0, num_workers=2)
+    elapsed = time.perf_counter() - start
+    assert [s.accuracy_reward for s in scored] == [1.0, 0, 0, 0, 0, 0, 0, 0, 1.0]
+    assert [s.status for s in scored] == [
+        "ok",
+        "no_answer",
+        "no_answer",
+        "ok",
+        "ok",
+        "ok",
+        "ok",
+        "error",
+        "ok",
+    ]
+    assert scored[7].error == "empty gold answer"
+    assert elapsed < 60.0  # start-up of two workers plus well under the 3 s per item
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_hung_and_crashed_workers_are_replaced_and_the_batch_completes():
+    items = [VerifyItem(f"#### {i}", str(i), "gsm8k") for i in range(6)]
+    items[1] = VerifyItem("hang", "1", "gsm8k")
+    items[4] = VerifyItem("crash", "4", "gsm8k")
+    with VerifierPool(num_workers=1, timeout_s=1.0, chunk_size=3, judge_fn=hang_or_crash) as pool:
+        scored = pool.score_batch(items)
+        assert [s.status for s in scored] == ["ok", "timeout", "ok", "ok", "error", "ok"]
+        assert [s.accuracy_reward for s in scored] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+        assert scored[4].error == "verifier worker died"
+        assert pool.restarts == 2
+        # The replacement worker serves the next batch.
+        assert pool.score_batch([VerifyItem("#### 9", "9", "gsm8k")])[0].accuracy_reward == 1.0
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(ValueError):
+        VerifierPool(num_workers=0)
+    with pytest.raises(ValueError):
+        VerifierPool(timeout_s=0)

@@ -47,3 +47,9 @@ lock:
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+
+docker:
+	docker build -f docker/Dockerfile -t grpo_train:gpu .
+
+docker-cpu:
+	docker build -f docker/Dockerfile.cpu -t grpo_train:cpu .

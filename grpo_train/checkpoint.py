@@ -155,6 +155,27 @@ def resolve_resume(run_dir: Path, resume: str) -> Path | None:
 # Save
 
 
+def hf_folder_writer(model_config, tokenizer_dir: str):
+    """A `save_hf(folder, named_weights)` that writes a plain HF model folder: safetensors (tied aliases
+    dropped), config.json, generation config and tokenizer files copied from `tokenizer_dir`."""
+
+    def save_hf(folder: Path, named_weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        from safetensors.torch import save_file
+
+        folder.mkdir(parents=True, exist_ok=True)
+        tied = getattr(model_config, "tie_word_embeddings", False)
+        tensors = {name: t.detach().to("cpu").contiguous().clone() for name, t in named_weights
+                   if not (tied and name == "lm_head.weight")}
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        model_config.save_pretrained(folder)
+        for source in Path(tokenizer_dir).iterdir():
+            if source.name.startswith(("tokenizer", "special_tokens", "chat_template", "generation_config",
+                                       "vocab", "merges")):
+                shutil.copy2(source, folder / source.name)
+
+    return save_hf
+
+
 def save_checkpoint(run_dir: Path, step: int, engine, trainer_state: dict[str, Any],
                     named_weights: Iterable[tuple[str, torch.Tensor]], save_hf: callable, keep_last: int) -> Path:
     """Collective: every rank calls it. Returns the published checkpoint folder.

@@ -3,39 +3,55 @@
     grpo-train --config configs/tiny-cpu.yaml [key=value ...]        train (also `python -m grpo_train`)
     grpo-train --config configs/tiny-cpu.yaml --print-config          print the resolved config and exit
     grpo-train --config configs/tiny-cpu.yaml --print-config --explain   ... with each field's doc
-    grpo-eval --model smollm2-135m-instruct --data gsm8k ...           evaluate a model
+    grpo-train export --run RUN_DIR [--step N] --out DIR              a plain HF model folder
+    grpo-train plot RUN_DIR                                           redraw the training curves
+    grpo-train advise-group-size --config F [--budget N]              the U-statistic group-size advisor
+    grpo-eval --model smollm2-135m-instruct --data gsm8k --n 100      evaluate a model
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from pathlib import Path
 
 from grpo_train.config import ConfigError, field_docs, load_config, to_yaml
+from grpo_train.memory import DEFAULT_GPU_GIB, memory_report
 
 
 def _train_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-train",
         description="GRPO training from a YAML config. Overrides are dotted key=value pairs, "
-        "e.g. algorithm.group_size=16 run.output_dir=runs/x.",
+        "e.g. algorithm.group_size=16 run.output_dir=runs/x. Subcommands: export, plot, advise-group-size "
+        "(each with --help).",
     )
     parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("--explain", action="store_true", help="with --print-config: add each field's doc")
+    parser.add_argument("--gpu-gib", type=float, default=DEFAULT_GPU_GIB,
+                        help="with --print-config: GPU memory in GiB for the per-GPU memory estimate")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides")
     return parser
 
 
-def _print_config(cfg, explain: bool) -> None:
+def _print_config(cfg, explain: bool, gpu_gib: float) -> None:
     text = to_yaml(cfg)
     if explain:
         width = max(len(k) for k in field_docs())
         text += "\n# field docs\n" + "\n".join(f"# {k:<{width}}  {d}" for k, d in field_docs().items())
     print(text)
+    # Under a launcher (torchrun sets WORLD_SIZE) the estimate is for that world size, else for 1-8 GPUs.
+    world_size = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else None
+    print(memory_report(cfg, world_size=world_size, gpu_memory_gib=gpu_gib))
 
 
 def train_main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
     args = _train_parser().parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
@@ -43,20 +59,101 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"grpo-train: config error: {err}", file=sys.stderr)
         return 2
     if args.print_config:
-        _print_config(cfg, args.explain)
+        _print_config(cfg, args.explain, args.gpu_gib)
         return 0
-    print("grpo-train: training is not implemented yet (see the learner/loop issue)", file=sys.stderr)
-    return 3
+    from grpo_train.checkpoint import CheckpointError
+    from grpo_train.data import DataError, PromptTooLongError
+    from grpo_train.models import ModelNotFoundError
+    from grpo_train.trainer import RunDirError, train
+
+    try:
+        run_dir = train(cfg)
+    except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError) as err:
+        # Bad input: one line naming the problem, no traceback.
+        print(f"grpo-train: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    print(f"grpo-train: run finished; outputs in {run_dir}")
+    return 0
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grpo-eval",
+        description="Evaluate a model with vLLM on GSM8K, MATH-500, the synthetic arithmetic set or a local "
+        "jsonl/parquet file: greedy accuracy, pass@k / mean@k (--k), breakdowns, every completion.")
+    parser.add_argument("--model", required=True,
+                        help="embedded name (smollm2-135m-instruct, tiny-qwen2), HF folder, a run folder or "
+                        "checkpoint of grpo-train (its exported weights), or a hub id")
+    parser.add_argument("--data", default="synthetic", help="synthetic, gsm8k, math, or a .jsonl/.parquet file")
+    parser.add_argument("--n", type=int, default=200, help="problems to evaluate (0 = all)")
+    parser.add_argument("--k", type=int, default=1, help="samples per problem for pass@k / mean@k (1 = greedy only)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --k > 1")
+    parser.add_argument("--template", default="chat", choices=["chat", "fewshot", "raw"], help="prompt template")
+    parser.add_argument("--num-shots", type=int, default=3, help="worked examples of the fewshot template")
+    parser.add_argument("--max-tokens", type=int, default=512, help="completion length cap")
+    parser.add_argument("--max-model-len", type=int, default=2048, help="prompt + completion cap, in tokens")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--out", help="output folder (default: runs/eval-<model>-<data>)")
+    return parser
 
 
 def eval_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grpo-eval", description="Evaluate a model on GSM8K, MATH-500 or "
-                                     "the synthetic arithmetic set with vLLM (greedy accuracy, pass@k).")
-    parser.add_argument("--model", required=True, help="embedded name, HF folder, run checkpoint or hub id")
-    parser.add_argument("--data", default="synthetic", help="synthetic, gsm8k, math, or a local .jsonl file")
-    parser.parse_args(argv)
-    print("grpo-eval: not implemented yet (see the demo/eval issue)", file=sys.stderr)
-    return 3
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plot"]:
+        return _plot_main(argv[1:])
+    args = _eval_parser().parse_args(argv)
+    from grpo_train.checkpoint import CheckpointError
+    from grpo_train.data import DataError
+    from grpo_train.evaluation import evaluate_model
+    from grpo_train.models import ModelNotFoundError
+
+    try:
+        summary, out = evaluate_model(args)
+    except (ConfigError, DataError, ModelNotFoundError, CheckpointError) as err:
+        print(f"grpo-eval: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    shown = {k: v for k, v in summary.items() if not k.startswith("by_")}
+    print(json.dumps(shown, indent=1))
+    print(f"grpo-eval: accuracy {summary['accuracy']:.4f} on {summary['n']} problems; files in {out}")
+    return 0
+
+
+def _plot_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grpo-train plot", description="Redraw a run's curves from metrics.jsonl.")
+    parser.add_argument("run_dir", help="the run folder (run.output_dir)")
+    parser.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
+    args = parser.parse_args(argv)
+    from grpo_train.plot import plot_run
+
+    print(plot_run(args.run_dir, args.out))
+    return 0
+
+
+def _export_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grpo-train export", description="Write a checkpoint as a plain Hugging "
+                                     "Face model folder (safetensors, LoRA merged) that transformers and vLLM load.")
+    parser.add_argument("--run", required=True, help="the run folder")
+    parser.add_argument("--step", type=int, help="checkpoint step (default: the newest complete one)")
+    parser.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
+    args = parser.parse_args(argv)
+    from grpo_train.checkpoint import CheckpointError, export
+
+    try:
+        out = export(Path(args.run), Path(args.out), args.step)
+    except CheckpointError as err:
+        print(f"grpo-train export: {err}", file=sys.stderr)
+        return 2
+    print(f"grpo-train export: wrote {out}")
+    return 0
+
+
+def _advise_main(argv: list[str]) -> int:
+    from grpo_train.advisor import main
+
+    return main(argv)
+
+
+SUBCOMMANDS = {"export": _export_main, "plot": _plot_main, "advise-group-size": _advise_main}
 
 
 if __name__ == "__main__":

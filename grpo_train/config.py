@@ -146,6 +146,7 @@ class RunConfig:
     eval_size: int = _f(200, "held-out problems per eval")
     checkpoint_every: int = _f(0, "checkpoint every k steps (0 = only at the end)")
     keep_last: int = _f(2, "checkpoints kept")
+    check_sync_every: int = _f(0, "every k steps, check vLLM's logprobs against the learner's after the sync")
     resume: str = _f("never", "never, auto (latest complete checkpoint in output_dir) or a checkpoint path")
     wandb: str = _f("disabled", "wandb mode: disabled, offline or online (online needs a key)")
     wandb_project: str = _f("grpo_train", "wandb project name")
@@ -227,6 +228,7 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("run.eval_size", c.run.eval_size >= 0, "must be >= 0"),
         ("run.checkpoint_every", c.run.checkpoint_every >= 0, "must be >= 0"),
         ("run.keep_last", c.run.keep_last >= 1, "must be >= 1"),
+        ("run.check_sync_every", c.run.check_sync_every >= 0, "must be >= 0"),
     ]
 
 

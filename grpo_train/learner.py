@@ -261,15 +261,24 @@ class Learner:
         return ref.to(self.device)
 
     @property
+    def base_config(self):
+        """The HF config of the underlying model (through a peft wrapper)."""
+        module = self.engine.module
+        return module.get_base_model().config if self.lora else module.config
+
+    @property
     def module(self) -> torch.nn.Module:
         """The policy as an nn.Module (a PeftModel with LoRA), for weight sync and checkpoint export."""
         return self.engine.module
 
     # ------------------------------------------------------------------------------------------------
     @torch.no_grad()
-    def logprobs(self, batch: UpdateBatch, reference: bool = False) -> Tensor:
-        """Learner log-probs [N, L-1] of the batch's completion tokens (0 elsewhere), in micro-batches."""
-        temperature = self.cfg.rollout.temperature or 1.0
+    def logprobs(self, batch: UpdateBatch, reference: bool = False, temperature: float | None = None) -> Tensor:
+        """Learner log-probs [N, L-1] of the batch's completion tokens (0 elsewhere), in micro-batches.
+
+        At the sampling temperature unless `temperature` is given (greedy decoding scores at 1).
+        """
+        temperature = temperature or self.cfg.rollout.temperature or 1.0
         out = torch.zeros_like(batch.sampler_logp)
         self.engine.eval()
         for index in _chunks(batch.input_ids.shape[0], self.cfg.learner.micro_batch_size):

@@ -1,0 +1,174 @@
+"""Held-out evaluation: greedy accuracy, pass@k / mean@k, per-subject and per-level breakdowns.
+
+Used by the training loop (before, during and after training) and by `grpo-eval`, with the same prompt
+templates and verifier as training.
+
+pass@k uses the unbiased estimator of Chen et al. (2021, "Evaluating Large Language Models Trained on
+Code", eq. 1): with n samples of which c are correct, pass@k = 1 - C(n - c, k) / C(n, k).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_train.config import RewardConfig, load_config
+from grpo_train.data import Problem
+from grpo_train.rollout import Rollout, SamplingSpec
+from grpo_train.verifier_pool import ScoredItem, VerifierPool, VerifyItem
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k samples drawn without replacement from n (c correct) is correct."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    if n - c < k:
+        return 1.0
+    # 1 - prod_{i = n-c+1}^{n} (1 - k / i): the product form avoids huge binomials.
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def verify(pool: VerifierPool, tokenizer, rollouts: list[Rollout], problems: list[Problem],
+           reward: RewardConfig) -> tuple[list[str], list[ScoredItem]]:
+    """Decode each rollout and score it against the gold answer of `problems[rollout.prompt_index]`."""
+    texts = tokenizer.batch_decode([r.completion_token_ids for r in rollouts], skip_special_tokens=True)
+    items = [VerifyItem(text, problems[r.prompt_index].gold, problems[r.prompt_index].dataset,
+                        problems[r.prompt_index].question) for text, r in zip(texts, rollouts, strict=True)]
+    scores = pool.score_batch(items, accuracy_weight=reward.accuracy_weight, format_weight=reward.format_weight)
+    return texts, scores
+
+
+@dataclass
+class EvalItem:
+    """One problem's evaluation: its greedy completion and, with k > 1, its sampled completions."""
+
+    problem: Problem
+    greedy_text: str
+    greedy_correct: bool
+    greedy_status: str
+    greedy_answer: str | None
+    truncated: bool
+    completion_tokens: int
+    samples_correct: list[bool]
+
+
+def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Problem], reward: RewardConfig,
+             max_tokens: int, k: int = 1, temperature: float = 1.0, seed: int = 0) -> list[EvalItem]:
+    """Greedy decoding for accuracy, plus k samples per problem at `temperature` when k > 1."""
+    if not problems:
+        return []
+    prompts = [renderer.token_ids(p) for p in problems]
+    greedy = engine.generate(prompts, SamplingSpec(n=1, temperature=0.0, max_tokens=max_tokens, seed=seed))
+    texts, scores = verify(pool, tokenizer, greedy, problems, reward)
+    sampled: list[list[bool]] = [[] for _ in problems]
+    if k > 1:
+        rollouts = engine.generate(prompts, SamplingSpec(n=k, temperature=temperature, max_tokens=max_tokens,
+                                                         seed=seed + 1))
+        _, sample_scores = verify(pool, tokenizer, rollouts, problems, reward)
+        for r, s in zip(rollouts, sample_scores, strict=True):
+            sampled[r.prompt_index].append(s.accuracy_reward > 0)
+    return [EvalItem(problem=p, greedy_text=text, greedy_correct=s.accuracy_reward > 0, greedy_status=s.status,
+                     greedy_answer=s.answer, truncated=r.truncated, completion_tokens=len(r.completion_token_ids),
+                     samples_correct=sampled[i])
+            for i, (p, r, text, s) in enumerate(zip(problems, greedy, texts, scores, strict=True))]
+
+
+def summarise(items: list[EvalItem], k: int = 1) -> dict[str, Any]:
+    """Accuracy and counts overall, pass@k / mean@k, and breakdowns by subject / level / category."""
+    n = len(items)
+    summary: dict[str, Any] = {
+        "n": n,
+        "accuracy": sum(i.greedy_correct for i in items) / n if n else float("nan"),
+        "correct": sum(i.greedy_correct for i in items),
+        "no_answer": sum(i.greedy_status == "no_answer" for i in items),
+        "timeouts": sum(i.greedy_status == "timeout" for i in items),
+        "errors": sum(i.greedy_status == "error" for i in items),
+        "truncated": sum(i.truncated for i in items),
+        "completion_tokens_mean": sum(i.completion_tokens for i in items) / n if n else float("nan"),
+    }
+    if k > 1 and n:
+        for j in sorted({1, k} | {2 ** e for e in range(1, int(math.log2(k)) + 1)}):
+            summary[f"pass@{j}"] = sum(pass_at_k(k, sum(i.samples_correct), j) for i in items) / n
+        summary[f"mean@{k}"] = sum(sum(i.samples_correct) / k for i in items) / n
+    for key in ("subject", "level", "category"):
+        groups: dict[str, list[bool]] = defaultdict(list)
+        for item in items:
+            if key in item.problem.meta:
+                groups[str(item.problem.meta[key])].append(item.greedy_correct)
+        if groups:
+            summary[f"by_{key}"] = {g: {"n": len(v), "accuracy": sum(v) / len(v)} for g, v in sorted(groups.items())}
+    return summary
+
+
+def item_record(item: EvalItem) -> dict[str, Any]:
+    """One line of the completions jsonl."""
+    return {"uid": item.problem.uid, "question": item.problem.question, "gold": item.problem.gold,
+            "completion": item.greedy_text, "answer": item.greedy_answer, "correct": item.greedy_correct,
+            "status": item.greedy_status, "truncated": item.truncated, "samples_correct": item.samples_correct,
+            **{f"meta_{k}": v for k, v in item.problem.meta.items()}}
+
+
+# ----------------------------------------------------------------------------------------------------
+# grpo-eval
+
+
+def resolve_eval_model(model: str) -> str:
+    """A run folder or checkpoint of grpo-train -> its exported HF weights; anything else as in training."""
+    from grpo_train.checkpoint import HF_MODEL, CheckpointError, find_resumable
+    from grpo_train.models import resolve_model
+
+    path = Path(model)
+    if (path / "checkpoints").is_dir():
+        ckpt = find_resumable(path)
+        if ckpt is None:
+            raise CheckpointError(f"{path}: the run has no complete checkpoint")
+        return str(ckpt / HF_MODEL)
+    if (path / HF_MODEL).is_dir():
+        return str(path / HF_MODEL)
+    return resolve_model(model)
+
+
+def _data_overrides(data: str) -> list[str]:
+    if data in ("synthetic", "gsm8k", "math"):
+        return [f"data.source={data}"]
+    return [f"data.source={data}", f"data.eval_source={data}"]  # a local file: its rows are the test set
+
+
+def evaluate_model(args) -> tuple[dict[str, Any], Path]:
+    """`grpo-eval`: evaluate, write completions.jsonl and summary.json; returns (summary, output folder)."""
+    from rich.progress import Progress
+    from transformers import AutoTokenizer
+
+    from grpo_train.data import PromptRenderer, load_problems
+    from grpo_train.rollout import make_engine
+
+    model_path = resolve_eval_model(args.model)
+    cfg = load_config(None, [f"model.name_or_path={model_path}", f"model.max_model_len={args.max_model_len}",
+                             f"rollout.max_tokens={args.max_tokens}", f"data.template={args.template}",
+                             f"data.num_shots={args.num_shots}", *_data_overrides(args.data)])
+    problems = load_problems(cfg.data, "test", n=args.n or None)
+    out = Path(args.out or f"runs/eval-{Path(args.model).name}-{Path(args.data).stem}")
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    renderer = PromptRenderer(tokenizer, cfg.data)
+    engine = make_engine(cfg, seed=args.seed)
+    items: list[EvalItem] = []
+    chunk = 64  # progress granularity; vLLM batches within each chunk
+    with VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s) as pool, Progress() as bar:
+        task = bar.add_task(f"eval {len(problems)} problems", total=len(problems))
+        for start in range(0, len(problems), chunk):
+            part = problems[start: start + chunk]
+            items += run_eval(engine, tokenizer, renderer, pool, part, RewardConfig(), args.max_tokens, k=args.k,
+                              temperature=args.temperature, seed=args.seed + start)
+            bar.advance(task, len(part))
+    engine.close()
+    summary = {"model": args.model, "data": args.data, "template": args.template, **summarise(items, args.k)}
+    with open(out / "completions.jsonl", "w") as f:
+        for item in items:
+            f.write(json.dumps(item_record(item)) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary, out

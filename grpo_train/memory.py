@@ -1,0 +1,251 @@
+"""Per-GPU memory estimate of a GRPO run, printed by `grpo-train --config F --print-config`.
+
+Each rank holds a DeepSpeed learner and a colocated vLLM engine. In bytes, with P parameters, T of them
+trainable (P, or the LoRA adapters' count), N ranks, ZeRO stage z:
+
+- learner weights: P * w, with w = 2 (bf16) or 4 (fp32); divided by N under ZeRO-3.
+- gradients: T * w; divided by N from ZeRO-2 on.
+- optimizer: T * 12 with bf16 (fp32 master copy + Adam m + v, 4 bytes each), T * 8 with fp32 (m + v only;
+  the weights are their own master copy); divided by N from ZeRO-1 on. Weights + gradients + optimizer
+  are the ZeRO paper's 16 bytes per trainable parameter in both precisions (Rajbhandari et al. 2020, Sec. 3).
+- reference model (KL penalty on, no LoRA): P * w more, divided by N under ZeRO-3. With LoRA the reference
+  is the policy with its adapters switched off: no extra memory.
+- activations of one micro-batch of b sequences of s tokens (the learner's forward + backward):
+  * per token and layer, for hidden size h, MLP width i and a = w activation bytes, a * (9h + 4i): the two
+    RMSNorm inputs kept in fp32 (4h + 4h bytes at a = 2), the inputs of the q/k/v, o and gate/up
+    projections (3 x 2h), the attention's q and output (2 x 2h), and the SwiGLU MLP's gate, up, SiLU(gate)
+    and product (4 x 2i); k and v are small under grouped-query attention and are left out.
+  * with gradient checkpointing only each layer's input is kept (a * h per token and layer), plus one
+    layer's full set while it is recomputed in backward;
+  * logits: b * s * V * 12, the fp32 logits, their log-softmax and its gradient at the loss (for Qwen's
+    152k vocabulary this term is larger than all layers together).
+- vLLM: gpu_memory_utilization * GPU memory (its weights, P * w_vllm / tensor_parallel_size, and the KV
+  cache in what is left).
+
+The peak is the larger of two phases. Rollout: learner weights, gradients, optimizer, reference and the
+vLLM share. Update: the same plus activations, and plus the vLLM share only when sleep mode is off (asleep,
+vLLM releases its KV cache and moves its weights to host memory). Not counted: the CUDA context, NCCL and
+DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator fragmentation, so keep 10-15% of the
+GPU free. A sequence is taken at its longest, model.max_model_len tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_train.config import Config
+
+GIB = 2**30
+DEFAULT_GPU_GIB = 80.0  # A100 / H100 80GB
+REPORT_WORLD_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """The shape of a decoder-only transformer with a SwiGLU MLP (Qwen2, Llama)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    vocab_size: int
+    tied_embeddings: bool
+    qkv_bias: bool  # Qwen2 has biases on q/k/v, Llama none
+    head_dim: int = 0  # 0: hidden_size // num_heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * (self.head_dim or self.hidden_size // self.num_heads)
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * (self.head_dim or self.hidden_size // self.num_heads)
+
+    def module_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) features of each linear layer in one block, by its Hugging Face name."""
+        h, i = self.hidden_size, self.intermediate_size
+        return {"q_proj": (h, self.q_dim), "k_proj": (h, self.kv_dim), "v_proj": (h, self.kv_dim),
+                "o_proj": (self.q_dim, h), "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    def param_count(self) -> int:
+        h = self.hidden_size
+        linear = sum(n_in * n_out for n_in, n_out in self.module_shapes().values())
+        bias = (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
+        per_layer = linear + bias + 2 * h  # two RMSNorm weights
+        embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
+        return embeddings + self.num_layers * per_layer + h  # + the final norm
+
+
+# Published configs (config.json on the hub), so estimates need no network; the embedded models too.
+KNOWN_MODELS = {
+    "Qwen/Qwen2.5-0.5B-Instruct": ModelDims(896, 4864, 24, 14, 2, 151936, True, True),
+    "Qwen/Qwen2.5-1.5B-Instruct": ModelDims(1536, 8960, 28, 12, 2, 151936, True, True),
+    "Qwen/Qwen2.5-Math-7B": ModelDims(3584, 18944, 28, 28, 4, 152064, False, True),
+    "Qwen/Qwen2.5-7B-Instruct": ModelDims(3584, 18944, 28, 28, 4, 152064, False, True),
+    "tiny-qwen2": ModelDims(128, 256, 2, 4, 2, 49152, True, True),
+    "smollm2-135m-instruct": ModelDims(576, 1536, 30, 9, 3, 49152, True, False),
+}
+
+
+def dims_from_config(config: dict) -> ModelDims:
+    """ModelDims from a Hugging Face config.json (Qwen2 / Llama field names)."""
+    return ModelDims(
+        hidden_size=config["hidden_size"],
+        intermediate_size=config["intermediate_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        num_kv_heads=config.get("num_key_value_heads") or config["num_attention_heads"],
+        vocab_size=config["vocab_size"],
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
+        head_dim=config.get("head_dim") or 0,
+    )
+
+
+def model_dims(name_or_path: str) -> ModelDims | None:
+    """The built-in table, else a local folder's config.json, else the local HF cache; None if unknown."""
+    if name_or_path in KNOWN_MODELS:
+        return KNOWN_MODELS[name_or_path]
+    config_file = Path(name_or_path).expanduser() / "config.json"
+    if not config_file.is_file() and name_or_path.count("/") == 1:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name_or_path, "config.json")  # never touches the network
+        config_file = Path(cached) if isinstance(cached, str) else config_file
+    if not config_file.is_file():
+        return None
+    return dims_from_config(json.loads(config_file.read_text()))
+
+
+def lora_param_count(dims: ModelDims, rank: int, target_modules: list[str]) -> int:
+    """Trainable LoRA parameters: rank * (in + out) for every targeted linear layer of every block."""
+    shapes = dims.module_shapes()
+    unknown = sorted(set(target_modules) - set(shapes))
+    if unknown:
+        raise ValueError(f"model.lora.target_modules: {unknown} are not linear layers of {sorted(shapes)}")
+    return dims.num_layers * sum(rank * (shapes[m][0] + shapes[m][1]) for m in set(target_modules))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The estimate
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU GiB of each part, and the peak over the rollout and update phases."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    reference: float
+    activations: float
+    vllm: float  # the share vLLM may take: its weights plus the KV cache
+    vllm_kv_cache: float  # what is left of that share for the KV cache after vLLM's weights
+    total: float  # the peak: max(rollout phase, update phase)
+    gpu: float
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.gpu and self.vllm_kv_cache > 0
+
+
+def activation_bytes(*, micro_batch_size: int, seq_len: int, hidden_size: int, intermediate_size: int,
+                     num_layers: int, vocab_size: int, bytes_per_activation: int,
+                     gradient_checkpointing: bool) -> int:
+    """Bytes kept for the backward pass of one micro-batch (formulas in the module docstring)."""
+    tokens = micro_batch_size * seq_len
+    one_layer = tokens * bytes_per_activation * (9 * hidden_size + 4 * intermediate_size)
+    if gradient_checkpointing:
+        layers = tokens * bytes_per_activation * hidden_size * num_layers + one_layer
+    else:
+        layers = one_layer * num_layers
+    logits = tokens * vocab_size * 12
+    return layers + logits
+
+
+def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size: int, precision: str,
+                    micro_batch_size: int, seq_len: int, hidden_size: int, intermediate_size: int,
+                    num_layers: int, vocab_size: int, gradient_checkpointing: bool, reference: bool,
+                    gpu_memory_utilization: float, gpu_memory_gib: float, vllm_bytes_per_param: int = 2,
+                    tensor_parallel_size: int = 1, vllm_sleeps: bool = True, lora: bool = False
+                    ) -> MemoryEstimate:
+    """Per-GPU memory in GiB. `params` counts every weight (LoRA adapters included), `trainable` those
+    that get gradients and optimizer state; `precision` is the learner's "bf16" or "fp32". With `lora`
+    vLLM holds the merged model, without the adapters' own parameters."""
+    if precision not in ("bf16", "fp32"):
+        raise ValueError(f"precision must be bf16 or fp32, got {precision!r}")
+    w = 2 if precision == "bf16" else 4
+    optimizer_bytes = 12 if precision == "bf16" else 8
+    n = world_size
+    weights = params * w / (n if zero_stage >= 3 else 1)
+    gradients = trainable * w / (n if zero_stage >= 2 else 1)
+    optimizer = trainable * optimizer_bytes / (n if zero_stage >= 1 else 1)
+    ref = params * w / (n if zero_stage >= 3 else 1) if reference else 0.0
+    activations = activation_bytes(
+        micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=hidden_size,
+        intermediate_size=intermediate_size, num_layers=num_layers, vocab_size=vocab_size,
+        bytes_per_activation=w, gradient_checkpointing=gradient_checkpointing)
+    vllm = gpu_memory_utilization * gpu_memory_gib * GIB
+    vllm_weights = (params - trainable if lora else params) * vllm_bytes_per_param / tensor_parallel_size
+    static = weights + gradients + optimizer + ref
+    rollout_phase = static + vllm
+    update_phase = static + activations + (0.0 if vllm_sleeps else vllm)
+    return MemoryEstimate(
+        weights=weights / GIB, gradients=gradients / GIB, optimizer=optimizer / GIB, reference=ref / GIB,
+        activations=activations / GIB, vllm=vllm / GIB, vllm_kv_cache=(vllm - vllm_weights) / GIB,
+        total=max(rollout_phase, update_phase) / GIB, gpu=gpu_memory_gib)
+
+
+def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DEFAULT_GPU_GIB
+                        ) -> MemoryEstimate | None:
+    """The estimate for a resolved config on `world_size` GPUs; None when the model's shape is unknown."""
+    dims = model_dims(cfg.model.name_or_path)
+    if dims is None:
+        return None
+    params = dims.param_count()
+    lora = cfg.model.lora
+    trainable = lora_param_count(dims, lora.rank, lora.target_modules) if lora.rank > 0 else params
+    return estimate_memory(
+        params=params + (trainable if lora.rank > 0 else 0), trainable=trainable,
+        zero_stage=cfg.learner.zero_stage, world_size=world_size, precision=cfg.learner.precision,
+        micro_batch_size=cfg.learner.micro_batch_size, seq_len=cfg.model.max_model_len,
+        hidden_size=dims.hidden_size, intermediate_size=dims.intermediate_size, num_layers=dims.num_layers,
+        vocab_size=dims.vocab_size, gradient_checkpointing=cfg.model.gradient_checkpointing,
+        reference=cfg.algorithm.kl_coef > 0 and lora.rank == 0,
+        gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, gpu_memory_gib=gpu_memory_gib,
+        vllm_bytes_per_param=2 if cfg.model.dtype == "bfloat16" else 4,
+        tensor_parallel_size=cfg.rollout.tensor_parallel_size, vllm_sleeps=cfg.rollout.enable_sleep_mode,
+        lora=lora.rank > 0)
+
+
+def memory_report(cfg: Config, world_size: int | None = None, gpu_memory_gib: float = DEFAULT_GPU_GIB) -> str:
+    """YAML comment lines (so --print-config output stays valid YAML): one row per world size.
+
+    `world_size` None (no launcher) gives rows for 1, 2, 4 and 8 GPUs.
+    """
+    dims = model_dims(cfg.model.name_or_path)
+    if dims is None:
+        return (f"# per-GPU memory estimate: shape of {cfg.model.name_or_path!r} unknown "
+                "(not in grpo_train.memory.KNOWN_MODELS, no local config.json)")
+    lora, learner = cfg.model.lora, cfg.learner
+    params = dims.param_count()
+    trainable = lora_param_count(dims, lora.rank, lora.target_modules) if lora.rank > 0 else params
+    on_off = lambda flag: "on" if flag else "off"  # noqa: E731
+    lines = [
+        f"# per-GPU memory estimate, GiB of a {gpu_memory_gib:g} GiB GPU (formulas: grpo_train/memory.py)",
+        f"# {cfg.model.name_or_path}: {params / 1e6:.0f}M params, {trainable / 1e6:.0f}M trainable, "
+        f"ZeRO-{learner.zero_stage}, {learner.precision}",
+        f"# micro-batch {learner.micro_batch_size} x {cfg.model.max_model_len} tokens, gradient "
+        f"checkpointing {on_off(cfg.model.gradient_checkpointing)}, "
+        f"vLLM sleep mode {on_off(cfg.rollout.enable_sleep_mode)}",
+        "# gpus  weights  grads  optimizer    ref  activations  vllm (kv cache)   peak  fits",
+    ]
+    for n in (world_size,) if world_size else REPORT_WORLD_SIZES:
+        e = estimate_for_config(cfg, n, gpu_memory_gib)
+        lines.append(f"# {n:>4}  {e.weights:7.2f}  {e.gradients:5.2f}  {e.optimizer:9.2f}  "
+                     f"{e.reference:5.2f}  {e.activations:11.2f}  {e.vllm:4.1f} ({e.vllm_kv_cache:5.1f})     "
+                     f"{e.total:6.1f}  {'yes' if e.fits else 'NO'}")
+    return "\n".join(lines)

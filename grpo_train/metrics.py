@@ -1,0 +1,98 @@
+"""Run outputs on rank 0: metrics.jsonl (always), samples.jsonl, a console line per step, and wandb.
+
+wandb never needs a network or a key: `run.wandb` is `disabled` by default, `offline` writes a local run
+that `wandb sync` can upload later, and only an explicit `online` talks to a server.
+
+Metric names are namespaced: `train/`, `reward/`, `eval/`, `perf/`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from grpo_train.config import Config, to_dict
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+
+# What the console line shows, in order, with its short label.
+_CONSOLE_KEYS = [
+    ("reward/mean", "reward"), ("reward/accuracy", "acc"), ("train/loss", "loss"), ("train/kl", "kl"),
+    ("train/grad_norm", "gnorm"), ("train/completion_len_mean", "len"), ("perf/step_s", "s/step"),
+    ("eval/accuracy", "eval_acc"),
+]
+
+
+def _clean(value: Any) -> Any:
+    """JSON cannot hold NaN/inf: write them as null so every line stays parseable."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class MetricsLogger:
+    """Writes one JSON line per step (and per eval) into the run folder; a no-op on ranks other than 0."""
+
+    def __init__(self, cfg: Config, run_dir: Path, rank: int):
+        self.active = rank == 0
+        self.run_dir = run_dir
+        self.console = Console(stderr=True, highlight=False)
+        self.log_every = cfg.run.log_every
+        self.wandb_run = None
+        if self.active and cfg.run.wandb != "disabled":
+            os.environ.setdefault("WANDB_SILENT", "true")
+            import wandb
+
+            self.wandb_run = wandb.init(mode=cfg.run.wandb, project=cfg.run.wandb_project, dir=str(run_dir),
+                                        config=to_dict(cfg), resume="allow")
+
+    def truncate_after(self, step: int) -> None:
+        """On resume: drop lines of steps after the checkpoint, which the resumed run will log again."""
+        if not self.active:
+            return
+        for name in (METRICS_FILE, SAMPLES_FILE):
+            kept = [row for row in read_jsonl(self.run_dir / name) if row.get("step", 0) <= step]
+            tmp = self.run_dir / (name + ".tmp")
+            tmp.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            os.replace(tmp, self.run_dir / name)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.active:
+            return
+        row = {"step": step, "time": time.time(), **{k: _clean(v) for k, v in metrics.items()}}
+        with open(self.run_dir / METRICS_FILE, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.wandb_run is not None:
+            self.wandb_run.log(metrics, step=step)
+        if step % self.log_every == 0 or any(k.startswith("eval/") for k in metrics):
+            shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS if key in metrics]
+            self.console.print(f"[bold]step {step}[/bold]  " + "  ".join(shown))
+
+    def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        if not self.active:
+            return
+        with open(self.run_dir / SAMPLES_FILE, "a") as f:
+            for row in rows:
+                f.write(json.dumps({"step": step, **row}) + "\n")
+
+    def print(self, text: str) -> None:
+        if self.active:
+            self.console.print(text)
+
+    def close(self) -> None:
+        if self.wandb_run is not None:
+            self.wandb_run.finish()

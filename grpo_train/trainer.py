@@ -1,0 +1,244 @@
+"""The GRPO training loop, read top to bottom in `train`.
+
+    grpo-train --config configs/tiny-cpu.yaml                                  # one process
+    torchrun --nproc_per_node 2 -m grpo_train --config configs/tiny-cpu.yaml   # two ranks (gloo on CPU)
+
+Each rank holds a colocated vLLM engine and a DeepSpeed learner. Per step:
+data -> rollout -> reward -> advantage -> old/ref logprobs -> update -> weight sync -> log -> eval -> checkpoint.
+Every rank rolls out its own share of the step's prompts; a group's advantages need only its own G rewards,
+so ranks talk only inside DeepSpeed (gradients) and to average the logged metrics.
+
+Deviations from DeepSeekMath's GRPO, all configurable: the default loss aggregation is `token_mean` (DAPO)
+rather than the per-sequence mean; the old-policy log-probs are not recomputed when the update is on-policy
+(mu = 1 and one mini-batch: the ratio is then exactly 1, as in GRPO's own default); the KL term is off by
+default (kl_coef = 0), as in DAPO and Dr. GRPO.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from transformers import AutoTokenizer
+
+from grpo_train import algorithms, checkpoint
+from grpo_train.config import Config, ConfigError, RewardConfig, load_config, save_config, to_dict
+from grpo_train.data import PromptRenderer, PromptSampler, load_problems
+from grpo_train.evaluation import run_eval, verify
+from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
+from grpo_train.metrics import MetricsLogger
+from grpo_train.models import resolve_model
+from grpo_train.rollout import SamplingSpec, hf_weights, make_engine, rollout_seed
+from grpo_train.verifier_pool import VerifierPool
+
+
+class RunDirError(RuntimeError):
+    """The run folder cannot be used (not writable, or holds a different run)."""
+
+
+def prepare_run_dir(cfg: Config, rank: int) -> Path:
+    """Create the run folder and write the resolved config, refusing to mix two different runs in one folder."""
+    run_dir = Path(cfg.run.output_dir)
+    if rank == 0:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            probe = run_dir / ".write-test"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as err:
+            raise RunDirError(f"run.output_dir: {run_dir} is not writable ({err.strerror})") from None
+        saved = run_dir / "config.yaml"
+        if saved.exists() and cfg.run.resume == "never":
+            previous = to_dict(load_config(saved))
+            if previous != to_dict(cfg):
+                raise RunDirError(f"run.output_dir: {run_dir} holds a run with a different config.yaml; "
+                                  "choose another folder, or set run.resume=auto to continue it")
+        save_config(cfg, saved)
+    dist.barrier()
+    return run_dir
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def sync_logprob_gap(engine, learner: Learner, prompt_ids: list[int], pad_id: int) -> float:
+    """Max |vLLM logprob - learner logprob| over a short greedy completion, right after a weight sync."""
+    greedy = engine.generate([prompt_ids], SamplingSpec(n=1, temperature=0.0, max_tokens=8, seed=0))[0]
+    batch = make_update_batch([greedy.prompt_token_ids], [greedy.completion_token_ids], [greedy.logprobs],
+                              torch.zeros(1), pad_id=pad_id)
+    learner_logp = learner.logprobs(batch, temperature=1.0)  # greedy logprobs are the raw log-softmax
+    return float(((learner_logp - batch.sampler_logp) * batch.completion_mask).abs().max())
+
+
+def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Config) -> dict:
+    return {"step": step, "sampler": sampler.state_dict(), "skipped_nonfinite": learner.skipped_nonfinite,
+            "config": to_dict(cfg)}
+
+
+def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, rank: int, world: int) -> dict[str, float]:
+    """Greedy accuracy on the held-out problems, each rank scoring its own share (accuracy reward only)."""
+    items = run_eval(engine, tokenizer, renderer, pool, problems[rank::world], RewardConfig(), cfg.rollout.max_tokens)
+    return global_means({
+        "eval/accuracy": (sum(i.greedy_correct for i in items), len(items)),
+        "eval/truncated": (sum(i.truncated for i in items), len(items)),
+        "eval/completion_len": (sum(i.completion_tokens for i in items), len(items)),
+        "eval/no_answer": (sum(i.greedy_status == "no_answer" for i in items), len(items)),
+    })
+
+
+def train(cfg: Config) -> Path:
+    # ------------------------------------------------------------------------------------------------
+    # Set-up: processes, run folder, seeds, model
+    rank, world = init_distributed()
+    a = cfg.algorithm
+    if a.prompts_per_step % world:
+        raise ConfigError(f"algorithm.prompts_per_step: {a.prompts_per_step} must be a multiple of the "
+                          f"{world} ranks (each rank rolls out an equal share)")
+    run_dir = prepare_run_dir(cfg, rank)
+    seed_everything(cfg.run.seed + rank)
+    logger = MetricsLogger(cfg, run_dir, rank)
+    model_path = resolve_model(cfg.model.name_or_path)
+
+    # ------------------------------------------------------------------------------------------------
+    # Data: training problems (same shuffled order on every rank), held-out problems, prompt renderer
+    train_problems = load_problems(cfg.data, "train")
+    eval_problems = load_problems(cfg.data, "test", n=cfg.run.eval_size) if cfg.run.eval_size else []
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    renderer = PromptRenderer(tokenizer, cfg.data)
+    sampler = PromptSampler(train_problems, seed=cfg.run.seed)
+    max_prompt_tokens = cfg.model.max_model_len - cfg.rollout.max_tokens
+
+    # ------------------------------------------------------------------------------------------------
+    # Learner (DeepSpeed), rollout engine (vLLM, colocated), verifier pool
+    optimizer_steps = cfg.run.steps * a.num_iterations * a.mini_batches
+    learner = Learner(cfg, model_path, optimizer_steps)
+    engine = make_engine(cfg, seed=cfg.run.seed + rank)
+    verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s)
+    save_hf = checkpoint.hf_folder_writer(learner.base_config, model_path)
+    needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
+
+    # ------------------------------------------------------------------------------------------------
+    # Resume: learner state, data position, RNG; then the engine gets the resumed weights
+    start_step = 0
+    resume_from = checkpoint.resolve_resume(run_dir, cfg.run.resume)
+    if resume_from is not None:
+        state = checkpoint.load_checkpoint(resume_from, learner.engine)
+        start_step = state["step"]
+        sampler.load_state_dict(state["sampler"])
+        learner.skipped_nonfinite = state["skipped_nonfinite"]
+        engine.load_weights(hf_weights(learner.module))
+        logger.truncate_after(start_step)
+        logger.print(f"resumed from {resume_from} at step {start_step}")
+    elif eval_problems:
+        before = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, rank, world)
+        logger.log(0, before)
+        logger.print(f"eval before training: accuracy {before['eval/accuracy']:.3f} on {len(eval_problems)}")
+
+    for step in range(start_step + 1, cfg.run.steps + 1):
+        t_step = time.perf_counter()
+        # --------------------------------------------------------------------------------------------
+        # 1. Prompts: the step's batch, this rank's share
+        problems = sampler.next_batch(a.prompts_per_step)[rank::world]
+        prompt_ids = [renderer.check_length(p, max_prompt_tokens) for p in problems]
+
+        # --------------------------------------------------------------------------------------------
+        # 2. Rollout: G completions per prompt, with the sampler's log-probs
+        t0 = time.perf_counter()
+        # The seed depends only on (run seed, step, rank): a resumed run regenerates the same rollouts.
+        spec = SamplingSpec.from_config(cfg.rollout, n=a.group_size, seed=rollout_seed(cfg.run.seed, step, rank))
+        rollouts = engine.generate(prompt_ids, spec)  # prompt-major: G consecutive rollouts per prompt
+        t_rollout = time.perf_counter() - t0
+
+        # --------------------------------------------------------------------------------------------
+        # 3. Reward: verify every completion against its problem's gold answer
+        t0 = time.perf_counter()
+        texts, scores = verify(verifier, tokenizer, rollouts, problems, cfg.reward)
+        rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)  # [n_prompts * G]
+        t_reward = time.perf_counter() - t0
+
+        # --------------------------------------------------------------------------------------------
+        # 4. Advantages: within each group of G (contiguous)
+        advantages = algorithms.group_advantages(rewards, a.group_size, a.advantage, a.adv_eps)
+        zero_var = float(algorithms.zero_variance_fraction(rewards, a.group_size))
+
+        # --------------------------------------------------------------------------------------------
+        # 5. Old and reference log-probs (no gradient)
+        t0 = time.perf_counter()
+        batch = make_update_batch([r.prompt_token_ids for r in rollouts], [r.completion_token_ids for r in rollouts],
+                                  [r.logprobs for r in rollouts], advantages, pad_id=tokenizer.pad_token_id)
+        if needs_old_logp:
+            batch.old_logp = learner.logprobs(batch)
+        if a.kl_coef > 0:
+            batch.ref_logp = learner.logprobs(batch, reference=True)
+        t_logprobs = time.perf_counter() - t0
+
+        # --------------------------------------------------------------------------------------------
+        # 6. Update: mu passes, mini-batches, micro-batches with a global loss normaliser
+        t0 = time.perf_counter()
+        update_stats = learner.update(batch)
+        t_update = time.perf_counter() - t0
+
+        # --------------------------------------------------------------------------------------------
+        # 7. Weight sync: push the new policy into the live vLLM engine
+        t0 = time.perf_counter()
+        engine.load_weights(hf_weights(learner.module))
+        t_sync = time.perf_counter() - t0
+        sync_gap = None
+        if cfg.run.check_sync_every and step % cfg.run.check_sync_every == 0:
+            sync_gap = sync_logprob_gap(engine, learner, prompt_ids[0], tokenizer.pad_token_id)
+
+        # --------------------------------------------------------------------------------------------
+        # 8. Log: averages over all ranks
+        lengths = [len(r.completion_token_ids) for r in rollouts]
+        n_tokens = sum(lengths)
+        step_s = time.perf_counter() - t_step
+        metrics = global_means({
+            "reward/mean": (float(rewards.sum()), len(scores)),
+            "reward/sq": (float((rewards**2).sum()), len(scores)),
+            "reward/accuracy": (sum(s.accuracy_reward > 0 for s in scores), len(scores)),
+            "reward/format": (sum(s.format_reward for s in scores), len(scores)),
+            "reward/timeouts": (sum(s.status == "timeout" for s in scores), 1),
+            "reward/no_answer": (sum(s.status == "no_answer" for s in scores), 1),
+            "reward/errors": (sum(s.status == "error" for s in scores), 1),
+            "reward/zero_variance_groups": (zero_var, 1),
+            "train/completion_len_mean": (n_tokens, len(rollouts)),
+            "train/truncated": (sum(r.truncated for r in rollouts), len(rollouts)),
+            **{f"train/{k}": (v, 1) for k, v in update_stats.items()},
+            **({"train/sync_logprob_max_diff": (sync_gap, 1)} if sync_gap is not None else {}),
+            "perf/rollout_s": (t_rollout, 1), "perf/reward_s": (t_reward, 1), "perf/logprobs_s": (t_logprobs, 1),
+            "perf/update_s": (t_update, 1), "perf/sync_s": (t_sync, 1), "perf/step_s": (step_s, 1),
+            "perf/rollout_tokens_per_s": (n_tokens / max(t_rollout, 1e-9), 1),
+        })
+        metrics["reward/std"] = max(0.0, metrics.pop("reward/sq") - metrics["reward/mean"] ** 2) ** 0.5
+        metrics["train/completion_len_max"] = all_reduce_max(max(lengths))
+        metrics["train/skipped_steps_total"] = float(learner.skipped_nonfinite)
+        if cfg.run.samples_every and step % cfg.run.samples_every == 0:
+            logger.samples(step, [{"prompt": problems[r.prompt_index].question, "completion": text,
+                                   "reward": s.reward, "gold": problems[r.prompt_index].gold, "answer": s.answer,
+                                   "status": s.status} for r, text, s in zip(rollouts, texts, scores, strict=True)])
+
+        # --------------------------------------------------------------------------------------------
+        # 9. Eval: every eval_every steps and after the last one (in the same metrics row)
+        if eval_problems and (step == cfg.run.steps or (cfg.run.eval_every and step % cfg.run.eval_every == 0)):
+            metrics.update(evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, rank, world))
+        logger.log(step, metrics)
+
+        # --------------------------------------------------------------------------------------------
+        # 10. Checkpoint: every checkpoint_every steps and at the end; atomic, the last keep_last kept
+        if step == cfg.run.steps or (cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0):
+            checkpoint.save_checkpoint(run_dir, step, learner.engine, trainer_state(step, sampler, learner, cfg),
+                                       hf_weights(learner.module), save_hf, cfg.run.keep_last)
+
+    if eval_problems and cfg.run.steps > start_step:
+        logger.print(f"eval after training: accuracy {metrics['eval/accuracy']:.3f} on {len(eval_problems)}")
+    verifier.close()
+    engine.close()
+    logger.close()
+    return run_dir

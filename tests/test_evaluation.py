@@ -1,0 +1,93 @@
+"""pass@k, eval summaries, `grpo-eval` on the tiny model, and the training-curve plot."""
+
+import json
+import subprocess
+import sys
+from math import comb
+from pathlib import Path
+
+import pytest
+
+from grpo_train.data import Problem
+from grpo_train.evaluation import EvalItem, pass_at_k, summarise
+from grpo_train.plot import plot_run
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.parametrize("n, c, k, expected", [
+    (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+    (5, 2, 1, 0.4),  # pass@1 = c / n
+    (4, 0, 2, 0.0),  # nothing correct
+    (4, 3, 2, 1.0),  # n - c = 1 < k: every pair holds a correct one
+    (10, 3, 5, 1 - comb(7, 5) / comb(10, 5)),  # 1 - 21/252 = 0.91666...
+])
+def test_pass_at_k_worked_examples(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_at_k_rejects_bad_counts():
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 1, 5)
+
+
+def item(correct: bool, samples: list[bool], **meta) -> EvalItem:
+    problem = Problem(uid="u", question="q", gold="1", dataset="math", meta=meta)
+    return EvalItem(problem, "text", correct, "ok" if correct else "no_answer", None, False, 10, samples)
+
+
+def test_summary_counts_and_breakdowns():
+    items = [item(True, [True, False, False, False], subject="Algebra", level=1),
+             item(False, [False, False, False, False], subject="Algebra", level=2),
+             item(True, [True, True, True, True], subject="Geometry", level=2)]
+    summary = summarise(items, k=4)
+    assert summary["n"] == 3 and summary["correct"] == 2 and summary["no_answer"] == 1
+    assert summary["accuracy"] == pytest.approx(2 / 3)
+    # mean@4 = (1/4 + 0 + 1) / 3; pass@4 = (1 + 0 + 1) / 3; pass@1 = mean@4
+    assert summary["mean@4"] == pytest.approx(1.25 / 3)
+    assert summary["pass@4"] == pytest.approx(2 / 3) and summary["pass@1"] == pytest.approx(1.25 / 3)
+    assert summary["by_subject"]["Algebra"] == {"n": 2, "accuracy": 0.5}
+    assert summary["by_level"]["2"]["n"] == 2
+
+
+def grpo_eval(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "eval"
+    exe = Path(sys.executable).parent / "grpo-eval"
+    result = subprocess.run([str(exe), "--model", "tiny-qwen2", "--max-tokens", "16", "--max-model-len", "1024",
+                             "--out", str(out), *args], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "accuracy" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    completions = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    assert len(completions) == summary["n"]
+    assert summary["correct"] == sum(c["correct"] for c in completions)
+    assert summary["no_answer"] == sum(c["status"] == "no_answer" for c in completions)
+    return summary
+
+
+def test_grpo_eval_tiny_model_synthetic_with_pass_at_k(tmp_path):
+    summary = grpo_eval(tmp_path, "--data", "synthetic", "--n", "6", "--k", "2")
+    assert summary["n"] == 6 and "pass@2" in summary and "mean@2" in summary
+    assert sum(v["n"] for v in summary["by_category"].values()) == 6
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is absent")
+def test_grpo_eval_on_shared_gsm8k_and_math_files(tmp_path):
+    gsm = grpo_eval(tmp_path / "g", "--data", str(SHARED / "gsm8k_test.jsonl"), "--n", "4")
+    assert gsm["n"] == 4
+    math = grpo_eval(tmp_path / "m", "--data", str(SHARED / "math500_test.jsonl"), "--n", "4")
+    assert math["n"] == 4 and sum(v["n"] for v in math["by_subject"].values()) == 4
+
+
+def test_plot_redraws_curves(tmp_path):
+    rows = [{"step": 0, "eval/accuracy": 0.2}]
+    rows += [{"step": s, "reward/mean": 0.1 * s, "reward/accuracy": 0.1 * s, "train/completion_len_mean": 20 + s}
+             for s in range(1, 6)]
+    rows.append({"step": 5, "eval/accuracy": 0.4})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = plot_run(tmp_path)
+    assert path == tmp_path / "curves.png" and path.stat().st_size > 10_000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

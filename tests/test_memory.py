@@ -1,0 +1,171 @@
+"""The per-GPU memory estimate (grpo_train/memory.py) against hand-worked numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from grpo_train.config import load_config
+from grpo_train.memory import (
+    GIB,
+    KNOWN_MODELS,
+    ModelDims,
+    activation_bytes,
+    dims_from_config,
+    estimate_for_config,
+    estimate_memory,
+    lora_param_count,
+    memory_report,
+    model_dims,
+)
+
+# A model small enough to count by hand: hidden 8, MLP 16, 2 layers, 2 heads of 4 (q 8), 1 kv head (kv 4).
+SMALL = ModelDims(hidden_size=8, intermediate_size=16, num_layers=2, num_heads=2, num_kv_heads=1,
+                  vocab_size=10, tied_embeddings=True, qkv_bias=True)
+
+
+def _estimate(**overrides):
+    """estimate_memory with round numbers: 1e9 params, 4 GPUs, bf16, no activations to speak of."""
+    args = dict(params=10**9, trainable=10**9, zero_stage=0, world_size=4, precision="bf16",
+                micro_batch_size=1, seq_len=1, hidden_size=1, intermediate_size=1, num_layers=1, vocab_size=1,
+                gradient_checkpointing=False, reference=False, gpu_memory_utilization=0.5,
+                gpu_memory_gib=80.0)
+    return estimate_memory(**{**args, **overrides})
+
+
+def test_param_count_by_hand_and_published_sizes():
+    # SMALL per layer: q 8*8 + k 8*4 + v 8*4 + o 8*8 = 192; MLP 3 * 8*16 = 384; biases 8 + 4 + 4 = 16;
+    # norms 2 * 8 = 16 -> 608. Two layers 1216 + tied embedding 10*8 = 80 + final norm 8 = 1304.
+    assert SMALL.param_count() == 1304
+    # Published totals (model cards: 0.49B, 1.54B, 7.62B; exact counts of the released safetensors).
+    assert KNOWN_MODELS["Qwen/Qwen2.5-0.5B-Instruct"].param_count() == 494_032_768
+    assert KNOWN_MODELS["Qwen/Qwen2.5-1.5B-Instruct"].param_count() == 1_543_714_304
+    assert KNOWN_MODELS["Qwen/Qwen2.5-Math-7B"].param_count() == 7_615_616_512
+    assert KNOWN_MODELS["smollm2-135m-instruct"].param_count() == 134_515_008
+
+
+def test_zero3_7b_over_8_gpus_is_16_bytes_per_param_over_8():
+    # 7.6e9 params, bf16 + fp32 Adam, ZeRO-3 over 8: weights 2 * 7.6e9 / 8 = 1.9e9 B = 1.7695 GiB,
+    # gradients the same, optimizer 12 * 7.6e9 / 8 = 11.4e9 B = 10.6171 GiB;
+    # together 16 * 7.6e9 / 8 = 15.2e9 B = 14.1561 GiB.
+    e = _estimate(params=7_600_000_000, trainable=7_600_000_000, zero_stage=3, world_size=8)
+    assert e.weights == pytest.approx(1.7695, abs=1e-4)
+    assert e.gradients == pytest.approx(1.7695, abs=1e-4)
+    assert e.optimizer == pytest.approx(10.6171, abs=1e-4)
+    assert e.weights + e.gradients + e.optimizer == pytest.approx(14.1561, abs=1e-4)
+
+
+@pytest.mark.parametrize(("stage", "weights", "gradients", "optimizer"), [
+    # 1e9 params, 4 GPUs, bf16: 2e9 B of weights, 2e9 of gradients, 12e9 of optimizer state, each / 4 once
+    # its stage partitions it (ZeRO-1: optimizer, ZeRO-2: + gradients, ZeRO-3: + weights).
+    (0, 2e9, 2e9, 12e9),
+    (1, 2e9, 2e9, 3e9),
+    (2, 2e9, 0.5e9, 3e9),
+    (3, 0.5e9, 0.5e9, 3e9),
+])
+def test_each_zero_stage_partitions_one_more_part(stage, weights, gradients, optimizer):
+    e = _estimate(zero_stage=stage)
+    expected = (weights / GIB, gradients / GIB, optimizer / GIB)
+    assert (e.weights, e.gradients, e.optimizer) == pytest.approx(expected)
+
+
+def test_fp32_keeps_no_master_copy():
+    # fp32: weights 4 + gradients 4 + Adam m and v 8 = 16 bytes, as bf16's 2 + 2 + 12. ZeRO-0, 1e9 params.
+    e = _estimate(precision="fp32")
+    assert (e.weights, e.gradients, e.optimizer) == pytest.approx((4e9 / GIB, 4e9 / GIB, 8e9 / GIB))
+    with pytest.raises(ValueError, match="bf16 or fp32"):
+        _estimate(precision="fp16")
+
+
+def test_lora_and_reference_model():
+    # LoRA: 1e9 frozen + 1e7 trainable, ZeRO-2 over 4: weights 2 * 1.01e9 (whole), gradients 2e7 / 4 = 5e6,
+    # optimizer 12e7 / 4 = 3e7 bytes.
+    e = _estimate(params=1_010_000_000, trainable=10**7, zero_stage=2)
+    assert (e.weights, e.gradients, e.optimizer) == pytest.approx((2.02e9 / GIB, 5e6 / GIB, 3e7 / GIB))
+    # vLLM holds the merged model, 1e9 params = 2e9 B, without the adapters: 40 - 1.8626 GiB of KV cache.
+    merged = _estimate(params=1_010_000_000, trainable=10**7, lora=True)
+    assert merged.vllm_kv_cache == pytest.approx(40 - 2e9 / GIB)
+    # A reference copy: bf16 weights, 2e9 B whole below ZeRO-3, / 4 under it.
+    assert _estimate(reference=True, zero_stage=2).reference == pytest.approx(2e9 / GIB)
+    assert _estimate(reference=True, zero_stage=3).reference == pytest.approx(0.5e9 / GIB)
+    assert _estimate().reference == 0.0
+
+
+def test_lora_param_count_by_hand():
+    # rank 2 on q (8 -> 8) and v (8 -> 4): 2 * (8 + 8) + 2 * (8 + 4) = 32 + 24 = 56 per layer,
+    # 112 for 2 layers.
+    assert lora_param_count(SMALL, 2, ["q_proj", "v_proj"]) == 112
+    # The 7B config's adapters: rank 64 on all 7 projections. Per layer (in + out): q 7168, k 4096, v 4096,
+    # o 7168, gate 22528, up 22528, down 22528 = 90112; * 64 * 28 layers = 161,480,704.
+    dims = KNOWN_MODELS["Qwen/Qwen2.5-Math-7B"]
+    assert lora_param_count(dims, 64, list(dims.module_shapes())) == 161_480_704
+    with pytest.raises(ValueError, match="lm_head"):
+        lora_param_count(SMALL, 2, ["q_proj", "lm_head"])
+
+
+def test_activation_bytes_by_hand():
+    # b = 2 sequences of s = 3 tokens -> 6 tokens; h = 4, i = 8, 5 layers, V = 10, 2-byte activations.
+    # One layer: 6 * 2 * (9*4 + 4*8) = 6 * 2 * 68 = 816. Logits: 6 * 10 * 12 = 720.
+    # Without checkpointing: 5 * 816 + 720 = 4800. With: layer inputs 6 * 2 * 4 * 5 = 240, + 816 + 720 = 1776.
+    args = dict(micro_batch_size=2, seq_len=3, hidden_size=4, intermediate_size=8, num_layers=5,
+                vocab_size=10, bytes_per_activation=2)
+    assert activation_bytes(**args, gradient_checkpointing=False) == 4800
+    assert activation_bytes(**args, gradient_checkpointing=True) == 1776
+
+
+def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations():
+    # 1e9 params ZeRO-0 bf16: static 16e9 B = 14.9012 GiB. Activations of 1 x 1024 tokens, V = 10^5,
+    # h = i = L = 1: 1024 * 2 * 13 + 1024 * 10^5 * 12 = 26,624 + 1,228,800,000 B = 1.14443 GiB.
+    # vLLM 0.5 x 80 = 40 GiB.
+    kwargs = dict(seq_len=1024, vocab_size=10**5)
+    awake = _estimate(**kwargs, vllm_sleeps=False)
+    asleep = _estimate(**kwargs, vllm_sleeps=True)
+    assert awake.activations == pytest.approx(1.14443, abs=1e-5)
+    assert awake.total == pytest.approx(14.9012 + 1.14443 + 40.0, abs=1e-4)  # everything at once
+    assert asleep.total == pytest.approx(14.9012 + 40.0, abs=1e-4)  # rollout phase > update phase
+    # vLLM's bf16 weights 2e9 B = 1.8626 GiB leave 40 - 1.8626 = 38.1374 for the KV cache; tp = 2 halves them.
+    assert awake.vllm_kv_cache == pytest.approx(38.1374, abs=1e-4)
+    assert _estimate(tensor_parallel_size=2).vllm_kv_cache == pytest.approx(40 - 0.9313, abs=1e-4)
+    assert awake.fits and not _estimate(gpu_memory_gib=16.0).fits  # 14.9 + 8 > 16
+
+
+def test_model_dims_from_a_local_config_json(tmp_path):
+    config = {"model_type": "qwen2", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 10,
+              "tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert model_dims(str(tmp_path)) == SMALL
+    # Llama: no q/k/v bias unless attention_bias says so; untied embeddings by default.
+    untied = {k: v for k, v in config.items() if k != "tie_word_embeddings"}
+    llama = dims_from_config(untied | {"model_type": "llama"})
+    assert not llama.qkv_bias and not llama.tied_embeddings
+    assert model_dims(str(tmp_path / "absent")) is None
+
+
+def test_table_entry_of_the_embedded_tiny_model_matches_its_real_weights():
+    from safetensors import safe_open
+
+    from grpo_train.models import resolve_model
+
+    folder = Path(resolve_model("tiny-qwen2"))
+    assert dims_from_config(json.loads((folder / "config.json").read_text())) == KNOWN_MODELS["tiny-qwen2"]
+    with safe_open(str(folder / "model.safetensors"), "np") as f:
+        names = list(f.keys())  # the safe_open handle is not iterable
+        n_params = sum(math.prod(f.get_slice(name).get_shape()) for name in names)
+    assert KNOWN_MODELS["tiny-qwen2"].param_count() == n_params
+
+
+def test_report_rows_and_unknown_models():
+    cfg = load_config("configs/qwen2.5-math-7b-math.yaml")
+    rows = [line for line in memory_report(cfg).splitlines() if line[2:6].strip().isdigit()]
+    assert [int(r[2:6]) for r in rows] == [1, 2, 4, 8]  # no launcher: a row per common world size
+    (only,) = [line for line in memory_report(cfg, world_size=8).splitlines() if line[2:6].strip().isdigit()]
+    e = estimate_for_config(cfg, 8)
+    assert f"{e.total:6.1f}" in only and only.endswith("yes")
+    assert all(line.startswith("#") for line in memory_report(cfg).splitlines())  # stays valid YAML
+    cfg.model.name_or_path = "nobody/unknown-model"
+    assert "unknown" in memory_report(cfg)
+    assert estimate_for_config(cfg, 1) is None

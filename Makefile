@@ -27,7 +27,7 @@ lint:
 	$(BIN)/ruff check grpo_train tests scripts
 
 demo:
-	@echo "make demo: not implemented yet (see the demo issue)"; exit 1
+	$(BIN)/grpo-train --config configs/smollm2-arith-demo.yaml
 
 bench:
 	@echo "make bench: not implemented yet (see the benchmark issue); make bench-verifier works"; exit 1

@@ -34,6 +34,8 @@ def _train_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-gib", type=float, default=DEFAULT_GPU_GIB,
                         help="with --print-config: GPU memory in GiB for the per-GPU memory estimate")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides")
+    # The `deepspeed` launcher passes --local_rank; LOCAL_RANK in the environment says the same.
+    parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     return parser
 
 
@@ -140,8 +142,8 @@ def _export_main(argv: list[str]) -> int:
 
     try:
         out = export(Path(args.run), Path(args.out), args.step)
-    except CheckpointError as err:
-        print(f"grpo-train export: {err}", file=sys.stderr)
+    except (CheckpointError, OSError) as err:  # OSError: --out cannot be written (permissions, disk full)
+        print(f"grpo-train export: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     print(f"grpo-train export: wrote {out}")
     return 0

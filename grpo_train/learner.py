@@ -136,63 +136,77 @@ def lr_lambda(cfg: LearnerConfig, total_steps: int):
 
 @dataclass
 class UpdateBatch:
-    """One rank's rollout batch, right-padded. N sequences, L = longest prompt + completion.
+    """One rank's rollout batch: prompts left-padded to P columns, completions right-padded to C.
 
-    Log-prob tensors are aligned with targets: column t scores token t + 1 of `input_ids`.
+    Every row reads [pad .. prompt | completion .. pad], so completions start at column P and the model's
+    last C + 1 positions hold every logit the loss needs (`logits_to_keep`): prompt positions are never
+    projected onto the vocabulary. Log-prob tensors have one column per completion token.
     """
 
-    input_ids: Tensor  # [N, L] long
-    attention_mask: Tensor  # [N, L] long, 1 on prompt and completion tokens
-    completion_mask: Tensor  # [N, L-1] float, 1 where the target token is a completion token
+    input_ids: Tensor  # [N, P + C] long
+    attention_mask: Tensor  # [N, P + C] long, 1 on prompt and completion tokens
+    completion_mask: Tensor  # [N, C] float, 1 on completion tokens
     advantages: Tensor  # [N] float
-    sampler_logp: Tensor  # [N, L-1] float, vLLM's log-probs of the completion tokens (0 elsewhere)
-    old_logp: Tensor | None = None  # [N, L-1] learner log-probs before the update (None: on-policy)
-    ref_logp: Tensor | None = None  # [N, L-1] reference-model log-probs (None: no KL term)
+    sampler_logp: Tensor  # [N, C] float, vLLM's log-probs of the completion tokens (0 on padding)
+    old_logp: Tensor | None = None  # [N, C] learner log-probs before the update (None: on-policy)
+    ref_logp: Tensor | None = None  # [N, C] reference-model log-probs (None: no KL term)
+
+    @property
+    def prompt_len(self) -> int:
+        return self.input_ids.shape[1] - self.completion_mask.shape[1]
 
     def rows(self, index: Tensor) -> UpdateBatch:
-        """The sequences `index` [n], trimmed to their own longest length (less padding to compute)."""
-        length = int(self.attention_mask[index].sum(1).max())
-        targets = lambda t: None if t is None else t[index][:, : length - 1]  # noqa: E731
+        """The sequences `index` [n], without the columns that are padding in all of them."""
+        p = self.prompt_len
+        attention = self.attention_mask[index]
+        longest_prompt = int(attention[:, :p].sum(1).max())
+        longest_completion = max(1, int(self.completion_mask[index].sum(1).max()))
+        columns = slice(p - longest_prompt, p + longest_completion)
+        completion = lambda t: None if t is None else t[index][:, :longest_completion]  # noqa: E731
         return UpdateBatch(
-            input_ids=self.input_ids[index][:, :length],
-            attention_mask=self.attention_mask[index][:, :length],
-            completion_mask=targets(self.completion_mask),
+            input_ids=self.input_ids[index][:, columns],
+            attention_mask=attention[:, columns],
+            completion_mask=completion(self.completion_mask),
             advantages=self.advantages[index],
-            sampler_logp=targets(self.sampler_logp),
-            old_logp=targets(self.old_logp),
-            ref_logp=targets(self.ref_logp),
+            sampler_logp=completion(self.sampler_logp),
+            old_logp=completion(self.old_logp),
+            ref_logp=completion(self.ref_logp),
         )
 
 
 def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
                       sampler_logps: list[list[float]], advantages: Tensor, pad_id: int) -> UpdateBatch:
-    """Right-pad prompt + completion sequences into an UpdateBatch."""
+    """Pack rollouts into an UpdateBatch (prompts left-padded, completions right-padded)."""
     n = len(prompt_ids)
-    length = max(len(p) + len(c) for p, c in zip(prompt_ids, completion_ids, strict=True))
-    input_ids = torch.full((n, length), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((n, length), dtype=torch.long)
-    completion_mask = torch.zeros((n, length - 1))
-    sampler_logp = torch.zeros((n, length - 1))
+    p = max(len(prompt) for prompt in prompt_ids)
+    c = max(1, max(len(completion) for completion in completion_ids))
+    input_ids = torch.full((n, p + c), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((n, p + c), dtype=torch.long)
+    completion_mask = torch.zeros((n, c))
+    sampler_logp = torch.zeros((n, c))
     for i, (prompt, completion, logps) in enumerate(zip(prompt_ids, completion_ids, sampler_logps, strict=True)):
-        p, c = len(prompt), len(completion)
-        input_ids[i, : p + c] = torch.tensor(prompt + completion, dtype=torch.long)
-        attention_mask[i, : p + c] = 1
-        # Target t + 1 is completion token j when t = p - 1 + j.
-        completion_mask[i, p - 1 : p - 1 + c] = 1.0
-        sampler_logp[i, p - 1 : p - 1 + c] = torch.tensor(logps, dtype=torch.float32)
+        input_ids[i, p - len(prompt): p] = torch.tensor(prompt, dtype=torch.long)
+        input_ids[i, p: p + len(completion)] = torch.tensor(completion, dtype=torch.long)
+        attention_mask[i, p - len(prompt): p + len(completion)] = 1
+        completion_mask[i, : len(completion)] = 1.0
+        sampler_logp[i, : len(completion)] = torch.tensor(logps, dtype=torch.float32)
     return UpdateBatch(input_ids, attention_mask, completion_mask, advantages.float(), sampler_logp)
 
 
-def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, temperature: float,
-                   with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
-    """Log-prob of each next token under `model` at the sampling temperature, in fp32.
+def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
+                   temperature: float, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
 
-    input_ids, attention_mask: [n, L]. Returns (logp [n, L-1], entropy [n, L-1] or None).
+    input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
+    Returns (logp [n, C], entropy [n, C] or None).
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1]
-    logits = logits.float() / temperature  # [n, L-1, V]; the sampler drew from softmax(logits / T)
+    # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
+    position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                logits_to_keep=completion_len + 1, use_cache=False)
+    logits = out.logits[:, :-1].float() / temperature  # [n, C, V]; the sampler drew from softmax(logits / T)
     log_probs = torch.log_softmax(logits, dim=-1)
-    logp = log_probs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    logp = log_probs.gather(-1, input_ids[:, -completion_len:].unsqueeze(-1)).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.no_grad():
@@ -274,7 +288,7 @@ class Learner:
     # ------------------------------------------------------------------------------------------------
     @torch.no_grad()
     def logprobs(self, batch: UpdateBatch, reference: bool = False, temperature: float | None = None) -> Tensor:
-        """Learner log-probs [N, L-1] of the batch's completion tokens (0 elsewhere), in micro-batches.
+        """Learner log-probs [N, C] of the batch's completion tokens (0 on padding), in micro-batches.
 
         At the sampling temperature unless `temperature` is given (greedy decoding scores at 1).
         """
@@ -284,13 +298,14 @@ class Learner:
         for index in _chunks(batch.input_ids.shape[0], self.cfg.learner.micro_batch_size):
             sub = batch.rows(index)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
+            width = sub.completion_mask.shape[1]
             if reference and self.lora:
                 with self.module.disable_adapter():
-                    logp, _ = token_logprobs(self.engine, ids, attn, temperature)
+                    logp, _ = token_logprobs(self.engine, ids, attn, width, temperature)
             elif reference:
-                logp, _ = token_logprobs(self.ref, ids, attn, temperature)
+                logp, _ = token_logprobs(self.ref, ids, attn, width, temperature)
             else:
-                logp, _ = token_logprobs(self.engine, ids, attn, temperature)
+                logp, _ = token_logprobs(self.engine, ids, attn, width, temperature)
             out[index, : logp.shape[1]] = logp.float().cpu()
         self.engine.train()
         return out * batch.completion_mask
@@ -324,7 +339,7 @@ class Learner:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.completion_mask.to(self.device)
-            logp, entropy = token_logprobs(self.engine, ids, attn, temperature, with_entropy=True)
+            logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True)
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)

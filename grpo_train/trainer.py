@@ -32,6 +32,7 @@ from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
 from grpo_train.metrics import MetricsLogger
 from grpo_train.models import resolve_model
+from grpo_train.plot import plot_run
 from grpo_train.rollout import SamplingSpec, hf_weights, make_engine, rollout_seed
 from grpo_train.verifier_pool import VerifierPool
 
@@ -53,13 +54,42 @@ def prepare_run_dir(cfg: Config, rank: int) -> Path:
             raise RunDirError(f"run.output_dir: {run_dir} is not writable ({err.strerror})") from None
         saved = run_dir / "config.yaml"
         if saved.exists() and cfg.run.resume == "never":
-            previous = to_dict(load_config(saved))
-            if previous != to_dict(cfg):
-                raise RunDirError(f"run.output_dir: {run_dir} holds a run with a different config.yaml; "
+            changed = config_changes(to_dict(load_config(saved)), to_dict(cfg))
+            if changed:
+                raise RunDirError(f"run.output_dir: {run_dir} holds a run with a different config.yaml "
+                                  f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); "
                                   "choose another folder, or set run.resume=auto to continue it")
         save_config(cfg, saved)
     dist.barrier()
     return run_dir
+
+
+def config_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """`key: old -> new` for every leaf that differs, except where the run is resumed from and written to."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        path = f"{prefix}{key}"
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes += config_changes(a, b, path + ".")
+        elif a != b and path not in ("run.resume", "run.output_dir"):
+            changes.append(f"{path}: {a!r} -> {b!r}")
+    return changes
+
+
+def check_context_length(cfg: Config, model_path: str) -> None:
+    """model.max_model_len must fit the model's positions (vLLM refuses it later, with a long traceback)."""
+    from transformers import AutoConfig
+
+    model_config = AutoConfig.from_pretrained(model_path)
+    limit = getattr(model_config, "max_position_embeddings", None)
+    rope = getattr(model_config, "rope_parameters", None) or getattr(model_config, "rope_scaling", None) or {}
+    if rope.get("rope_type", rope.get("type", "default")) != "default":
+        return  # scaled RoPE extends the context: vLLM works out by how much
+    if limit is not None and cfg.model.max_model_len > limit:
+        raise ConfigError(f"model.max_model_len: {cfg.model.max_model_len} is beyond the context of "
+                          f"{cfg.model.name_or_path} (max_position_embeddings = {limit}); lower model.max_model_len "
+                          "(prompt + rollout.max_tokens must fit in it)")
 
 
 def seed_everything(seed: int) -> None:
@@ -105,6 +135,7 @@ def train(cfg: Config) -> Path:
     seed_everything(cfg.run.seed + rank)
     logger = MetricsLogger(cfg, run_dir, rank)
     model_path = resolve_model(cfg.model.name_or_path)
+    check_context_length(cfg, model_path)
 
     # ------------------------------------------------------------------------------------------------
     # Data: training problems (same shuffled order on every rank), held-out problems, prompt renderer
@@ -131,12 +162,19 @@ def train(cfg: Config) -> Path:
     if resume_from is not None:
         state = checkpoint.load_checkpoint(resume_from, learner.engine)
         start_step = state["step"]
-        sampler.load_state_dict(state["sampler"])
+        try:
+            sampler.load_state_dict(state["sampler"])
+        except ValueError as err:
+            raise checkpoint.CheckpointError(f"{resume_from}: {err}") from None
         learner.skipped_nonfinite = state["skipped_nonfinite"]
         engine.load_weights(hf_weights(learner.module))
-        logger.truncate_after(start_step)
+        changed = config_changes(state["config"], to_dict(cfg))
+        if changed:
+            logger.print(f"warning: the config differs from the checkpoint's: {'; '.join(changed)}")
         logger.print(f"resumed from {resume_from} at step {start_step}")
-    elif eval_problems:
+    # Rows after the resumed step (all rows, on a fresh start) are from an attempt that was cut short.
+    logger.truncate_after(start_step if resume_from is not None else -1)
+    if resume_from is None and eval_problems:
         before = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, rank, world)
         logger.log(0, before)
         logger.print(f"eval before training: accuracy {before['eval/accuracy']:.3f} on {len(eval_problems)}")
@@ -241,4 +279,6 @@ def train(cfg: Config) -> Path:
     verifier.close()
     engine.close()
     logger.close()
+    if rank == 0:
+        logger.print(f"curves: {plot_run(run_dir)}")
     return run_dir

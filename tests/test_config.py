@@ -142,3 +142,9 @@ def test_console_scripts_show_help(script):
     assert exe.exists(), f"{script} is not installed next to {sys.executable} (run make install)"
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "usage:" in out.stdout
+
+
+def test_cli_accepts_the_deepspeed_launchers_local_rank():
+    out = run_cli("--local_rank=0", "--config", "configs/tiny-cpu.yaml", "--print-config")
+    assert out.returncode == 0, out.stderr
+    assert yaml.safe_load(out.stdout)["run"]["output_dir"] == "runs/tiny-cpu"

@@ -36,12 +36,36 @@ def weights(learner):
     return {k: v.detach().clone() for k, v in learner.module.state_dict().items()}
 
 
-def test_make_update_batch_aligns_targets():
-    batch = make_update_batch([[5, 6, 7]], [[8, 9]], [[-0.5, -0.25]], torch.tensor([1.0]), pad_id=0)
-    # input 5 6 7 8 9: targets 6 7 8 9; the completion tokens 8, 9 are targets at columns 2 and 3.
-    assert batch.input_ids.tolist() == [[5, 6, 7, 8, 9]]
-    assert batch.completion_mask.tolist() == [[0.0, 0.0, 1.0, 1.0]]
-    assert batch.sampler_logp.tolist() == [[0.0, 0.0, -0.5, -0.25]]
+def test_make_update_batch_layout():
+    batch = make_update_batch([[5, 6, 7], [4]], [[8, 9], [3, 2, 1]], [[-0.5, -0.25], [-1.0, -2.0, -3.0]],
+                              torch.tensor([1.0, -1.0]), pad_id=0)
+    # Prompts left-padded to 3 columns, completions right-padded to 3: [pad.. prompt | completion ..pad].
+    assert batch.input_ids.tolist() == [[5, 6, 7, 8, 9, 0], [0, 0, 4, 3, 2, 1]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0], [0, 0, 1, 1, 1, 1]]
+    assert batch.completion_mask.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
+    assert batch.sampler_logp.tolist() == [[-0.5, -0.25, 0.0], [-1.0, -2.0, -3.0]]
+    # The second row alone needs 1 prompt column and 3 completion columns.
+    sub = batch.rows(torch.tensor([1]))
+    assert sub.input_ids.tolist() == [[4, 3, 2, 1]] and sub.prompt_len == 1
+
+
+def test_logprobs_do_not_depend_on_padding(tiny_path):
+    """A left-padded row scores its completion exactly as it does alone (positions count real tokens)."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_train.learner import token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_path)
+    batch = make_update_batch([[11, 12, 13, 14, 15, 16], [21, 22]], [[31, 32, 33], [41, 42]],
+                              [[0.0] * 3, [0.0] * 2], torch.zeros(2), pad_id=2)
+    padded, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, 3, temperature=1.0)
+    alone = batch.rows(torch.tensor([1]))
+    single, _ = token_logprobs(model, alone.input_ids, alone.attention_mask, 2, temperature=1.0)
+    torch.testing.assert_close(padded[1, :2], single[0], rtol=0, atol=1e-5)
+    # Gradients through a padded batch stay finite (no NaN from fully masked pad positions).
+    logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, 3, temperature=1.0)
+    (logp * batch.completion_mask).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 def test_deepspeed_config_and_escape_hatch():

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,19 @@ def _clean(value: Any) -> Any:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Every row of a jsonl file. A last line that does not parse is dropped: a run killed while it was
+    writing that line leaves it torn. An unparsable line anywhere else is corruption and raises."""
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in lines[:-1]]
+    if lines:
+        try:
+            rows.append(json.loads(lines[-1]))
+        except json.JSONDecodeError:
+            warnings.warn(f"{path}: dropping a torn last line (the run was killed while writing it)", stacklevel=2)
+    return rows
 
 
 class MetricsLogger:
@@ -61,10 +71,13 @@ class MetricsLogger:
                                         config=to_dict(cfg), resume="allow")
 
     def truncate_after(self, step: int) -> None:
-        """On resume: drop lines of steps after the checkpoint, which the resumed run will log again."""
+        """On resume: drop lines of steps after the checkpoint, which the resumed run will log again
+        (step -1 on a fresh start: every line of an earlier attempt goes)."""
         if not self.active:
             return
         for name in (METRICS_FILE, SAMPLES_FILE):
+            if not (self.run_dir / name).exists():
+                continue
             kept = [row for row in read_jsonl(self.run_dir / name) if row.get("step", 0) <= step]
             tmp = self.run_dir / (name + ".tmp")
             tmp.write_text("".join(json.dumps(row) + "\n" for row in kept))

@@ -73,8 +73,18 @@ def status_counts(scored: Iterable[ScoredItem]) -> dict[str, int]:
 
 
 def _serve(fd: int) -> None:
-    """The worker's main loop (run by `python -c`): scores chunks until it receives None."""
-    conn = Connection(fd)
+    """The worker's main loop (run by `python -c`): scores chunks until it receives None.
+
+    A parent that exits without saying goodbye (an error, a kill) closes the socket: the worker then
+    ends quietly instead of printing a traceback under the parent's own error message.
+    """
+    try:
+        _serve_until_closed(Connection(fd))
+    except (EOFError, ConnectionResetError, BrokenPipeError):
+        return
+
+
+def _serve_until_closed(conn: Connection) -> None:
     sys.path[:0] = [path for path in conn.recv() if path not in sys.path]  # the parent's, for judge_fn
     soft_timeout_s, judge_fn = conn.recv()
     # Math-Verify warns that its own timeouts are off: this process times each item itself.

@@ -27,7 +27,10 @@ KEYS = ["reward/mean", "reward/std", "reward/accuracy", "reward/format", "reward
 
 def run(args: list[str], launcher: list[str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
     cmd = (launcher or [sys.executable]) + ["-m", "grpo_train", *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # A learner test in this pytest process may have set these for its own world of one; a child run must
+    # pick its own (or torchrun's), not collide on the same MASTER_PORT.
+    inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    env = {k: v for k, v in os.environ.items() if k not in inherited} | {"PYTHONUNBUFFERED": "1"}
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
     assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
     return out
@@ -112,6 +115,7 @@ def test_refuses_a_different_config_in_the_same_folder(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text("run:\n  seed: 123\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     out = subprocess.run([sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+                         capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
     assert out.returncode == 2 and "different config" in out.stderr

@@ -1,0 +1,256 @@
+"""Faults and bad input, end to end: whole `python -m grpo_train` runs on tiny-qwen2, killed with SIGKILL from
+the outside and resumed, compared with an uninterrupted run; and each kind of bad input giving exit code 2
+and one line naming the problem, without a traceback.
+
+Saving that fails (disk full, out of memory), corrupt checkpoints and pickled code are tested in-process in
+test_checkpoint.py.
+"""
+
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from grpo_train.cli import train_main
+from grpo_train.config import load_config, save_config
+from grpo_train.learner import init_distributed
+from grpo_train.trainer import prepare_run_dir
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny-cpu.yaml"
+# Small and quick, and the weights move every step even though the random model earns no reward: AdamW's
+# decoupled weight decay shrinks them, so from step 3 on the KL to the reference and its gradient are non-zero
+# and the resumed steps have non-trivial numbers to agree on.
+RUN = ["run.steps=4", "run.checkpoint_every=1", "run.eval_size=0", "run.samples_every=1", "rollout.max_tokens=16",
+       "algorithm.prompts_per_step=2", "algorithm.group_size=2", "algorithm.kl_coef=0.05", "learner.weight_decay=0.1",
+       "reward.num_workers=1", "model.max_model_len=256", "rollout.cpu_kvcache_gb=0.125"]
+WALL_CLOCK = ("perf/", "time")  # the only metrics allowed to differ between two runs
+
+
+DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def run_env() -> dict[str, str]:
+    # An in-process test (init_distributed) may have left RANK / MASTER_PORT set; a child inheriting them would
+    # try to join that world and fail on the port, so each run starts as a fresh single process.
+    return {**{k: v for k, v in os.environ.items() if k not in DIST_ENV}, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def restore_dist_env():
+    """For tests that train in-process: init_distributed sets DIST_ENV; later subprocesses must not see it."""
+    saved = {k: os.environ.get(k) for k in DIST_ENV}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}", *RUN, *overrides]
+    log = open(run_dir.with_suffix(".log"), "ab")  # noqa: SIM115 -- the child writes it; closed in `stop`
+    proc = subprocess.Popen(cmd, cwd=REPO, env=run_env(), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    proc.log = log
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> str:
+    """Once the run's main process has exited: give its children (verifier workers, which exit when their
+    pipe closes) 10 s to finish, kill any that are left, and return the run's output."""
+    deadline = time.monotonic() + 10
+    with contextlib.suppress(ProcessLookupError):  # raised once no process of the group is left
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.log.close()
+    return Path(proc.log.name).read_text(errors="replace")
+
+
+def finish(proc: subprocess.Popen, timeout: float = 900) -> str:
+    returncode = proc.wait(timeout=timeout)
+    log = stop(proc)
+    assert returncode == 0, log[-5000:]
+    return log
+
+
+def kill_when(proc: subprocess.Popen, condition, delay: float = 0.0, timeout: float = 900) -> None:
+    """`kill -9` the run's process as soon as `condition()` holds (polled every 10 ms), after `delay` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, "the run ended before the moment to kill it:\n" + stop(proc)[-3000:]
+        assert time.monotonic() < deadline, "timed out waiting for the moment to kill the run"
+        time.sleep(0.01)
+    time.sleep(delay)
+    assert proc.poll() is None, "the run ended before the kill"
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    stop(proc)
+
+
+def metric_rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def latest(run_dir: Path) -> str:
+    path = run_dir / "checkpoints" / "latest"
+    return path.read_text() if path.exists() else ""
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run_dir / "checkpoints" / "step-000004" / "hf_model" / "model.safetensors"))
+
+
+# ----------------------------------------------------------------------------------------------------
+# kill -9 and resume
+
+
+@pytest.mark.slow
+def test_killed_twice_and_resumed_run_matches_the_uninterrupted_one(tmp_path):
+    """~4 runs of ~40-70 s each: the reference, then one run killed in a save, resumed and killed mid-step,
+    resumed again to the end."""
+    reference = tmp_path / "reference"
+    finish(start(reference))
+
+    # 1. Killed while saving step 2: the step-1 checkpoint stays the usable one.
+    run = tmp_path / "killed"
+    ckpts = run / "checkpoints"
+    kill_when(start(run), lambda: (ckpts / ".tmp-step-000002").exists())
+    assert (ckpts / ".tmp-step-000002").is_dir() and not (ckpts / "step-000002").exists()
+    assert latest(run) == "step-000001"
+    assert [r["step"] for r in metric_rows(run)] == [1, 2]  # step 2 was logged, its checkpoint was not
+
+    # 2. Resumed (auto) from step 1, then killed inside step 3, after step 2's checkpoint was published.
+    resumed = start(run, "run.resume=auto")
+    kill_when(resumed, lambda: latest(run) == "step-000002", delay=0.2)
+    assert [r["step"] for r in metric_rows(run)] == [1, 2]  # step 2 logged once; step 3 never reached its log
+
+    # 3. Resumed from an explicit checkpoint path, to the end.
+    log = finish(start(run, f"run.resume={ckpts / 'step-000002'}"))
+    assert f"resumed from {ckpts / 'step-000002'} at step 2" in log.replace("\n", "")
+
+    # Every step's metrics exactly once, equal to the uninterrupted run's except for wall-clock times.
+    ours, theirs = metric_rows(run), metric_rows(reference)
+    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [1, 2, 3, 4]
+    for mine, ref in zip(ours, theirs, strict=True):
+        assert set(mine) == set(ref)
+        for key, value in ref.items():
+            if not key.startswith(WALL_CLOCK):
+                assert math.isclose(mine[key], value, rel_tol=1e-5, abs_tol=1e-5), (ref["step"], key, mine[key], value)
+    assert theirs[3]["train/kl"] > 0 and theirs[3]["train/grad_norm"] > 0  # the comparison is not of zeros
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert Counter(s["step"] for s in samples) == {1: 4, 2: 4, 3: 4, 4: 4}  # 2 prompts x 2 completions each
+
+    # The same final weights, bit for bit; the last two checkpoints kept; `grpo-train export` copies them.
+    mine_w, ref_w = final_weights(run), final_weights(reference)
+    assert set(mine_w) == set(ref_w)
+    for name, tensor in ref_w.items():
+        assert torch.equal(mine_w[name], tensor), name
+    assert sorted(p.name for p in ckpts.iterdir()) == ["latest", "step-000003", "step-000004"]
+    out = tmp_path / "export"
+    assert train_main(["export", "--run", str(run), "--out", str(out)]) == 0
+    exported = load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(exported[name], tensor) for name, tensor in ref_w.items())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Bad input: exit code 2, one line naming the problem, no traceback
+
+
+def one_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith("grpo-train:")]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+def malformed_data_file(tmp_path: Path) -> str:
+    rows = [{"question": "What is 2 + 2?", "answer": "2 + 2 = 4\n#### 4"}, {"question": "What is 3 + 3?"}]
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+def folder_under_a_file(tmp_path: Path) -> str:
+    # Root ignores permission bits, so "not writable" is made with a parent that is a file.
+    (tmp_path / "a-file").write_text("")
+    return str(tmp_path / "a-file" / "run")
+
+
+def different_config_folder(tmp_path: Path) -> str:
+    run_dir = tmp_path / "previous-run"
+    run_dir.mkdir()
+    save_config(load_config(TINY, [*RUN, f"run.output_dir={run_dir}", "run.seed=123"]), run_dir / "config.yaml")
+    return str(run_dir)
+
+
+BAD_INPUTS = {
+    "model that does not exist": (["model.name_or_path=no-such-model"], ["model 'no-such-model' not found"]),
+    "malformed dataset row": (["data.source={data}"], ["train.jsonl: line 2", "'answer'"]),
+    "max_tokens beyond the model length": (["rollout.max_tokens=300"],
+                                           ["rollout.max_tokens: 300 must be in [1, model.max_model_len)"]),
+    "model length beyond the model's context": (["model.max_model_len=4096", "rollout.max_tokens=3000"],
+                                                ["model.max_model_len: 4096", "max_position_embeddings = 2048"]),
+    "output folder not writable": (["run.output_dir={unwritable}"], ["a-file/run is not writable"]),
+    "folder of a different run": (["run.output_dir={other_run}"], ["different config.yaml", "run.seed: 123 -> 0"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_gives_one_line_and_exit_code_2(case, tmp_path, capfd, restore_dist_env):
+    """In-process (each fails before the learner or vLLM start); `grpo-train` exits with main's return value."""
+    overrides, expected = BAD_INPUTS[case]
+    paths = {"data": malformed_data_file(tmp_path), "unwritable": folder_under_a_file(tmp_path),
+             "other_run": different_config_folder(tmp_path)}
+    argv = ["--config", str(TINY), f"run.output_dir={tmp_path / 'run'}", *RUN,
+            *[o.format(**paths) for o in overrides]]
+    assert train_main(argv) == 2
+    line = one_error_line(capfd.readouterr().err)
+    assert all(text in line for text in expected), line
+
+
+def test_resume_overrides_the_different_config_refusal(tmp_path, restore_dist_env):
+    init_distributed()  # prepare_run_dir ends with a barrier
+    run_dir = Path(different_config_folder(tmp_path))
+    cfg = load_config(TINY, [f"run.output_dir={run_dir}", "run.resume=auto"])
+    assert prepare_run_dir(cfg, rank=0) == run_dir
+    assert load_config(run_dir / "config.yaml").run.seed == cfg.run.seed == 0  # the folder now holds this config
+
+
+def test_rerun_after_an_early_kill_starts_clean_and_a_too_long_prompt_stops_it(tmp_path):
+    """One subprocess (~40 s, set-up included) for two things a user meets when rerunning in the same folder.
+
+    The folder holds an attempt killed during its first save: rows of steps 1-2 (the last one torn by the
+    kill) and a `.tmp-step-000001`. `run.resume=auto` finds no checkpoint, so the run starts from step 0 and
+    must drop those rows, or they would appear twice. Then the prompt is too long for the context: exit code
+    2 and one line naming the problem, at step 1.
+    """
+    run_dir = tmp_path / "run"
+    overrides = ["model.max_model_len=32", "rollout.max_tokens=8"]
+    (run_dir / "checkpoints" / ".tmp-step-000001" / "engine").mkdir(parents=True)
+    save_config(load_config(TINY, [*RUN, f"run.output_dir={run_dir}", *overrides]), run_dir / "config.yaml")
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.0}\n{"step": 2, "rew')
+    (run_dir / "samples.jsonl").write_text('{"step": 1, "completion": "x"}\n')
+
+    proc = start(run_dir, *overrides, "run.resume=auto")
+    returncode = proc.wait(timeout=600)
+    log = stop(proc)
+    assert returncode == 2, log[-3000:]
+    assert (run_dir / "metrics.jsonl").read_text() == (run_dir / "samples.jsonl").read_text() == ""
+    lines = [line for line in log.splitlines() if line.startswith("grpo-train:")]
+    assert len(lines) == 1, log[-3000:]
+    assert "PromptTooLongError: problem synthetic-train" in lines[0] and "over the budget of 24" in lines[0], lines[0]
+    assert "Traceback" not in log, log[-3000:]

@@ -29,8 +29,8 @@ lint:
 demo:
 	$(BIN)/grpo-train --config configs/smollm2-arith-demo.yaml
 
-bench:
-	@echo "make bench: not implemented yet (see the benchmark issue); make bench-verifier works"; exit 1
+bench: bench-verifier
+	$(BIN)/python scripts/bench_rollout.py
 
 bench-verifier:
 	$(BIN)/python scripts/bench_verifier.py

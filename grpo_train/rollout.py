@@ -106,9 +106,10 @@ class VLLMEngine:
     """vLLM's in-process `LLM`, colocated with the learner (see the module docstring for placement).
 
     Side effects on the calling process, because the engine runs inside it: vLLM seeds the global
-    `random`, numpy and torch RNGs with `seed` at start-up (seed data order and learner after building
-    the engine), on CPU it replaces `torch.set_num_threads` with a no-op, and it joins torch.distributed
-    (creating a world of one if nothing is initialised yet).
+    `random`, numpy and torch RNGs with `seed` at start-up, and its CPU sampler draws from the global
+    torch RNG at every decoding step (so anything that must replay exactly on resume should use its own
+    torch.Generator, not the global RNG); on CPU it replaces `torch.set_num_threads` with a no-op; and it
+    joins torch.distributed (creating a world of one if nothing is initialised yet).
     """
 
     def __init__(
@@ -150,8 +151,7 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        if self.asleep:
-            self.wake_up()
+        self.wake_up()  # no-op unless sleep() freed the engine's memory
         # Cached prefixes from earlier batches would be reused with other batch shapes and rounding;
         # starting empty keeps a batch's output a function of (weights, prompts, spec) alone.
         self.llm.reset_prefix_cache()
@@ -191,13 +191,13 @@ class VLLMEngine:
         "RotaryEmbedding: Failed to load weights" on every call: that layer has no checkpoint tensors and
         keeps its cos/sin cache, as it should.
         """
-        if self.sleep_mode:
+        if self.asleep:
             self.llm.wake_up(tags=["weights"])  # KV cache stays freed while the tensors are copied in
         self.llm.collective_rpc("reload_weights",
                                 kwargs={"weights_iterator": iter(named_tensors), "is_checkpoint_format": True})
-        if self.sleep_mode:
+        if self.asleep:
             self.llm.wake_up(tags=["kv_cache"])
-        self.asleep = False
+            self.asleep = False
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
 
     def sleep(self) -> None:
@@ -207,9 +207,9 @@ class VLLMEngine:
             self.asleep = True
 
     def wake_up(self) -> None:
-        if self.sleep_mode:
+        if self.asleep:
             self.llm.wake_up()
-        self.asleep = False
+            self.asleep = False
 
     def close(self) -> None:
         """Shut the engine down. vLLM also tears down torch.distributed here, so call it at the very end."""

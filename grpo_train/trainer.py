@@ -220,6 +220,7 @@ def train(cfg: Config) -> Path:
         # --------------------------------------------------------------------------------------------
         # 6. Update: mu passes, mini-batches, micro-batches with a global loss normaliser
         t0 = time.perf_counter()
+        engine.sleep()  # GPU sleep mode: free vLLM's memory for the update (load_weights wakes it; CPU: no-op)
         update_stats = learner.update(batch)
         t_update = time.perf_counter() - t0
 

@@ -2,9 +2,11 @@
 LoRA, the reference model, and checkpoint round trips."""
 
 import math
+import os
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from grpo_train import checkpoint
 from grpo_train.config import load_config
@@ -14,6 +16,11 @@ from grpo_train.models import resolve_model
 
 @pytest.fixture(scope="module")
 def tiny_path():
+    if not dist.is_initialized():
+        # An earlier test may have left a torn-down world's RANK / MASTER_PORT behind (a closed in-process vLLM
+        # engine destroys the process group): start a fresh world of one on a free port instead.
+        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            os.environ.pop(key, None)
     init_distributed()
     return resolve_model("tiny-qwen2")
 

@@ -21,6 +21,12 @@ def tiny_path():
         # engine destroys the process group): start a fresh world of one on a free port instead.
         for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             os.environ.pop(key, None)
+        # DeepSpeed caches the old world's groups; they would point into the destroyed process group.
+        from deepspeed.utils import groups
+
+        groups._WORLD_GROUP = None
+        groups._DATA_PARALLEL_GROUP = None
+        groups._ZERO_PARAM_INTRA_PARALLEL_GROUP = None
     init_distributed()
     return resolve_model("tiny-qwen2")
 

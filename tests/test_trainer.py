@@ -67,15 +67,20 @@ def test_tiny_run_single_process_zero2(tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_run_moves_the_weights(tmp_path):
-    """A real model on easy arithmetic gets mixed groups, hence a gradient: the weights move, vLLM follows."""
+    """A real model gets a non-zero reward signal, hence a gradient: the weights move and vLLM follows.
+
+    Vanilla REINFORCE (advantage = raw reward) with a format reward: SmolLM2's few-shot answers are boxed, so
+    the signal does not depend on whether a group happened to mix right and wrong answers.
+    """
     run_dir = tmp_path / "run"
     run(["--config", str(TINY), f"run.output_dir={run_dir}", "model.name_or_path=smollm2-135m-instruct",
          "model.max_model_len=1024", "data.template=fewshot", "data.synthetic.max_operand=5",
          "algorithm.prompts_per_step=2", "algorithm.group_size=4", "algorithm.kl_coef=0", "rollout.max_tokens=40",
+         "algorithm.advantage=none", "reward.format_weight=0.1",
          "learner.lr=1e-5", "learner.micro_batch_size=4", "run.steps=2", "run.eval_size=0",
          "run.check_sync_every=1"])
     steps = train_rows(run_dir)
-    assert any(r["reward/zero_variance_groups"] < 1 for r in steps), "no group had mixed rewards"
+    assert any(r["reward/mean"] > 0 for r in steps)
     assert any(r["train/grad_norm"] > 0 for r in steps)
     assert all(r["train/sync_logprob_max_diff"] < 1e-3 for r in steps)
     trained = load_file(str(run_dir / "checkpoints" / "step-000002" / "hf_model" / "model.safetensors"))

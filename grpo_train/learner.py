@@ -54,7 +54,33 @@ def init_distributed() -> tuple[int, int]:
         if _on_gpu():
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         deepspeed.init_distributed(dist_backend="nccl" if _on_gpu() else "gloo", verbose=False)
+    _forget_dead_deepspeed_groups()
     return dist.get_rank(), dist.get_world_size()
+
+
+def _is_live(group: dist.ProcessGroup) -> bool:
+    try:
+        dist.get_process_group_ranks(group)
+    except KeyError:
+        return False
+    return True
+
+
+def _forget_dead_deepspeed_groups() -> None:
+    """Drop process groups DeepSpeed cached from a world that has since ended.
+
+    A world can end inside a live process (closing the in-process vLLM engine destroys it, so a second
+    `train()` in a notebook or a test session runs in a new one); DeepSpeed keeps the dead world's groups in
+    module globals and would fail with "Group ... is not registered".
+    """
+    from deepspeed.utils import groups
+
+    for name, value in list(vars(groups).items()):
+        if isinstance(value, dist.ProcessGroup) and not _is_live(value):
+            setattr(groups, name, None)
+        elif isinstance(value, dict) and any(isinstance(v, dist.ProcessGroup) and not _is_live(v)
+                                             for v in value.values()):
+            value.clear()
 
 
 def all_reduce_sum(value: float) -> float:
@@ -233,6 +259,7 @@ class Learner:
         from transformers import AutoModelForCausalLM
 
         self.cfg = cfg
+        _forget_dead_deepspeed_groups()
         self.world = dist.get_world_size()
         self.device = _device()
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)

@@ -21,12 +21,6 @@ def tiny_path():
         # engine destroys the process group): start a fresh world of one on a free port instead.
         for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             os.environ.pop(key, None)
-        # DeepSpeed caches the old world's groups; they would point into the destroyed process group.
-        from deepspeed.utils import groups
-
-        groups._WORLD_GROUP = None
-        groups._DATA_PARALLEL_GROUP = None
-        groups._ZERO_PARAM_INTRA_PARALLEL_GROUP = None
     init_distributed()
     return resolve_model("tiny-qwen2")
 
@@ -191,3 +185,15 @@ def test_checkpoint_round_trip_continues_identically(tiny_path, tmp_path, stage)
     assert again["loss"] == continued["loss"] and again["lr"] == continued["lr"]
     for name, value in weights(learner).items():
         assert torch.equal(value, weights(resumed)[name]), name
+
+
+def test_a_second_world_in_one_process_gets_fresh_deepspeed_groups(tiny_path):
+    """Closing an in-process vLLM engine ends the world; a Learner built in the next world must not use the
+    groups DeepSpeed cached from the dead one ("Group ... is not registered")."""
+    Learner(make_cfg("learner.zero_stage=0"), tiny_path, total_optimizer_steps=1)
+    dist.destroy_process_group()
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(key, None)
+    init_distributed()
+    learner = Learner(make_cfg("learner.zero_stage=0"), tiny_path, total_optimizer_steps=1)
+    assert learner.world == 1

@@ -132,6 +132,8 @@ class LearnerConfig:
     adam_eps: float = _f(1e-8, "AdamW epsilon")
     grad_clip: float = _f(1.0, "global gradient-norm clip (0 = off)")
     micro_batch_size: int = _f(8, "sequences per forward/backward pass")
+    share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
+                             "ignored with gradient checkpointing; not yet faster on CPU, see README)")
     deepspeed: dict[str, Any] = _f({}, "raw DeepSpeed config keys merged over the generated config")
 
 

@@ -220,17 +220,22 @@ def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
-                   temperature: float, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+                   temperature: float, with_entropy: bool = False,
+                   share_prompts: bool = False) -> tuple[Tensor, Tensor | None]:
     """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
 
     input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
     Returns (logp [n, C], entropy [n, C] or None).
     """
-    # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
-    position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                logits_to_keep=completion_len + 1, use_cache=False)
-    logits = out.logits[:, :-1].float() / temperature  # [n, C, V]; the sampler drew from softmax(logits / T)
+    if share_prompts:
+        logits = _completion_logits_shared_prompts(model, input_ids, attention_mask, completion_len)
+    else:
+        # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
+        position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    logits_to_keep=completion_len + 1, use_cache=False)
+        logits = out.logits[:, :-1]  # [n, C, V]: position t predicts completion token t
+    logits = logits.float() / temperature  # the sampler drew from softmax(logits / T)
     log_probs = torch.log_softmax(logits, dim=-1)
     logp = log_probs.gather(-1, input_ids[:, -completion_len:].unsqueeze(-1)).squeeze(-1)
     entropy = None
@@ -238,6 +243,35 @@ def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Te
         with torch.no_grad():
             entropy = -(log_probs.exp() * log_probs).sum(-1)
     return logp, entropy
+
+
+def _completion_logits_shared_prompts(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor,
+                                      completion_len: int) -> Tensor:
+    """Logits [n, C, V] predicting each completion token, with every distinct prompt run once.
+
+    GRPO's G completions of a prompt share it, and a few-shot prompt is often ten times longer than the
+    answer: running it once per group instead of once per sequence removes most of the update's FLOPs.
+    The distinct prompts are run with their key/value cache kept (with its autograd graph); the cache rows
+    are repeated for the completions, which are run on top of it. Gradients flow back through the cache into
+    the single prompt pass, so this is the same function of the weights as one forward of the whole
+    sequences (checked against it, with gradients, in tests/test_learner.py).
+    """
+    p = input_ids.shape[1] - completion_len
+    prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]
+    distinct, row_prompt = torch.unique(torch.cat([prompt_ids, prompt_mask], 1), dim=0, return_inverse=True)
+    distinct_ids, distinct_mask = distinct[:, :p], distinct[:, p:]
+    out = model(input_ids=distinct_ids, attention_mask=distinct_mask,
+                position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
+    first = out.logits[row_prompt]  # [n, 1, V]: the prompt's last position predicts completion token 0
+    if completion_len == 1:
+        return first
+    cache = out.past_key_values
+    cache.batch_select_indices(row_prompt)  # [distinct, ...] -> [n, ...], differentiable indexing
+    # The last completion token predicts nothing we score, so it is not fed.
+    positions = prompt_mask.sum(1, keepdim=True) + torch.arange(completion_len - 1, device=input_ids.device)
+    rest = model(input_ids=input_ids[:, p:-1], attention_mask=attention_mask[:, :-1], position_ids=positions,
+                 past_key_values=cache, use_cache=True).logits  # [n, C - 1, V]
+    return torch.cat([first, rest], 1)
 
 
 def _chunks(n: int, size: int) -> list[Tensor]:
@@ -266,6 +300,8 @@ class Learner:
         if cfg.model.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora = cfg.model.lora.rank > 0
+        # A kept key/value cache and activation recomputation do not mix (transformers turns the cache off).
+        self.share_prompts = cfg.learner.share_prompts and not cfg.model.gradient_checkpointing
         if self.lora:
             from peft import LoraConfig, get_peft_model
 
@@ -328,11 +364,13 @@ class Learner:
             width = sub.completion_mask.shape[1]
             if reference and self.lora:
                 with self.module.disable_adapter():
-                    logp, _ = token_logprobs(self.engine, ids, attn, width, temperature)
+                    logp, _ = token_logprobs(self.engine, ids, attn, width, temperature,
+                                             share_prompts=self.share_prompts)
             elif reference:
-                logp, _ = token_logprobs(self.ref, ids, attn, width, temperature)
+                logp, _ = token_logprobs(self.ref, ids, attn, width, temperature, share_prompts=self.share_prompts)
             else:
-                logp, _ = token_logprobs(self.engine, ids, attn, width, temperature)
+                logp, _ = token_logprobs(self.engine, ids, attn, width, temperature,
+                                         share_prompts=self.share_prompts)
             out[index, : logp.shape[1]] = logp.float().cpu()
         self.engine.train()
         return out * batch.completion_mask
@@ -366,7 +404,8 @@ class Learner:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.completion_mask.to(self.device)
-            logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True)
+            logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True,
+                                           share_prompts=self.share_prompts)
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)

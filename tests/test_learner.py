@@ -109,15 +109,17 @@ def test_micro_batch_split_gives_the_same_step(tiny_path):
     batch = random_batch()
     results, norms = [], []
     for micro in (8, 2):
+        # adam_eps 1e-6: Adam's first step is ~lr * g / (|g| + eps), so with eps 1e-8 a gradient element of
+        # ~1e-8 turns a rounding difference of the summation order into a visible difference of the step.
         learner = Learner(make_cfg("learner.zero_stage=2", f"learner.micro_batch_size={micro}",
-                                   "learner.grad_clip=0"), tiny_path, total_optimizer_steps=4)
+                                   "learner.grad_clip=0", "learner.adam_eps=1e-6"), tiny_path,
+                          total_optimizer_steps=4)
         norms.append(learner.update(batch)["grad_norm"])
         results.append(weights(learner))
     # A 1/gas rescaling would shrink the second norm 4x; summation order only moves the last bits.
     assert norms[1] == pytest.approx(norms[0], rel=1e-5)
     for name in results[0]:
-        # Adam's first step is ~lr * sign(g): an element whose gradient is ~0 may move by a rounding error's
-        # worth differently, so compare against a small fraction of one step (lr = 1e-3).
+        # Compare against a small fraction of one step (lr = 1e-3).
         torch.testing.assert_close(results[0][name], results[1][name], rtol=0, atol=2e-5)
 
 
@@ -197,3 +199,64 @@ def test_a_second_world_in_one_process_gets_fresh_deepspeed_groups(tiny_path):
     init_distributed()
     learner = Learner(make_cfg("learner.zero_stage=0"), tiny_path, total_optimizer_steps=1)
     assert learner.world == 1
+
+
+def grouped_batch(seed=0, groups=2, group_size=3):
+    """Prompts of different lengths (so left padding), each with group_size completions of different lengths."""
+    g = torch.Generator().manual_seed(seed)
+    prompts, completions = [], []
+    for k in range(groups):
+        prompt = torch.randint(3, 1000, (5 + 3 * k,), generator=g).tolist()
+        for i in range(group_size):
+            prompts.append(prompt)
+            completions.append(torch.randint(3, 1000, (1 + (i * 2 + k) % 5,), generator=g).tolist())
+    logps = [[-1.0] * len(c) for c in completions]
+    return make_update_batch(prompts, completions, logps, torch.randn(len(prompts), generator=g), pad_id=2)
+
+
+@pytest.mark.parametrize("completion_width", [None, 1])
+def test_shared_prompt_forward_equals_the_full_forward_with_gradients(tiny_path, completion_width):
+    from transformers import AutoModelForCausalLM
+
+    from grpo_train.learner import token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32)
+    batch = grouped_batch()
+    if completion_width == 1:  # every completion one token long: only the prompt pass predicts
+        batch = make_update_batch([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[10], [11], [12], [13]], [[-1.0]] * 4,
+                                  torch.zeros(4), pad_id=2)
+    width = batch.completion_mask.shape[1]
+    weights_per_token = torch.randn(batch.completion_mask.shape, generator=torch.Generator().manual_seed(1))
+    results = {}
+    for shared in (False, True):
+        model.zero_grad()
+        logp, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 0.7,
+                                       with_entropy=True, share_prompts=shared)
+        (logp * batch.completion_mask * weights_per_token).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results[shared] = (logp * batch.completion_mask, entropy * batch.completion_mask, grads)
+    plain, shared = results[False], results[True]
+    torch.testing.assert_close(shared[0], plain[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(shared[1], plain[1], atol=1e-5, rtol=1e-5)
+    assert shared[2].keys() == plain[2].keys() and len(plain[2]) > 10
+    for name in plain[2]:
+        torch.testing.assert_close(shared[2][name], plain[2][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_shared_prompt_update_equals_the_unshared_update(tiny_path, stage):
+    """The same step with and without prompt sharing, through DeepSpeed (ZeRO-3 gathers weights per pass)."""
+    batch = grouped_batch(seed=3, groups=2, group_size=4)
+    results = []
+    for shared in ("true", "false"):
+        learner = Learner(make_cfg(f"learner.zero_stage={stage}", f"learner.share_prompts={shared}",
+                                   "learner.micro_batch_size=4", "learner.grad_clip=0"), tiny_path,
+                          total_optimizer_steps=2)
+        before = learner.logprobs(batch)
+        stats = learner.update(batch)
+        after = learner.logprobs(batch)
+        assert (after - before).abs().max() > 1e-3  # the step moved the policy
+        results.append((stats, after))
+    (stats_a, after_a), (stats_b, after_b) = results
+    assert stats_a["loss"] == pytest.approx(stats_b["loss"], abs=1e-5)
+    torch.testing.assert_close(after_a, after_b, atol=2e-5, rtol=1e-4)

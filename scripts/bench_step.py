@@ -1,0 +1,284 @@
+"""Benchmark: end-to-end GRPO step time of our trainer, its breakdown, and the learner's MFU.
+
+    .venv/bin/python scripts/bench_step.py                         # 2 warm-up + 5 measured steps, fp32
+    .venv/bin/python scripts/bench_step.py --steps 5 --warmup 2 --precision bf16
+
+Runs the trainer (`python -m grpo_train`, a subprocess) on the demo setting, configs/smollm2-arith-demo.yaml:
+SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most
+64 tokens per step, vLLM-CPU rollouts, DeepSpeed learner. Two changes from the demo, shared with
+scripts/bench_trl.py so that both trainers do the same work: the KL term is on (`--kl-coef`, K3, default 0.04:
+the reference model's forward pass is part of a step), and `--precision` sets the learner's precision (the rollouts
+stay fp32, as in the demo). No eval, no samples; the final checkpoint is written after the last step, outside the
+step times.
+
+Reports, over the steps after the warm-up: the median step time (`perf/step_s` of metrics.jsonl) and its breakdown
+(rollout, reward, old/ref logprobs, update, weight sync); and the learner's model FLOPs utilisation,
+MFU = 6 * trainable params * useful tokens / update time / peak, where useful tokens are the step's prompt and
+completion tokens without padding. The trainer does not log token counts: completion tokens come from
+`train/completion_len_mean` * rollouts, and prompt tokens from replaying the seeded prompt order (the same sampler
+and renderer as the trainer). The peak is the machine's matmul rate measured in this run: 2048 x 2048 matmuls in
+bf16 and fp32 on 2 torch threads, best of three 1 s windows, before and after the training run (the higher of the
+two is used, since other jobs on the machine can only slow it down; under such load the MFU is not meaningful).
+6 * params * tokens counts the output head (tied to the embedding: 28 M of SmolLM2's 135 M parameters) on every
+token, while the learner projects only the completion positions onto the vocabulary, so that MFU flatters the update;
+a second figure counts the head on completion tokens only.
+Writes bench/step.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+BENCH = ROOT / "bench"
+DEMO_CONFIG = ROOT / "configs" / "smollm2-arith-demo.yaml"
+OUT = BENCH / "step.json"
+PHASES = ("rollout_s", "reward_s", "logprobs_s", "update_s", "sync_s")  # the parts of perf/step_s, in step order
+PEAK_THREADS = 2  # the machine's cores; the trainer's torch uses as many
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running our trainer (also used by scripts/bench_trl.py)
+
+
+def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: float) -> list[str]:
+    """Dotted overrides of the demo config for a benchmark run: no eval, no samples, only the steps."""
+    return [
+        f"run.output_dir={run_dir}",
+        f"run.steps={total_steps}",
+        "run.eval_size=0",
+        "run.eval_every=0",
+        "run.samples_every=0",
+        "run.checkpoint_every=0",
+        f"algorithm.kl_coef={kl_coef}",
+        f"learner.precision={precision}",
+        "model.dtype=float32",  # rollouts in fp32 whatever the learner's precision, as in the demo
+    ]
+
+
+def load_bench_config(run_dir: Path, total_steps: int, precision: str, kl_coef: float):
+    from grpo_train.config import load_config
+
+    return load_config(DEMO_CONFIG, bench_overrides(run_dir, total_steps, precision, kl_coef))
+
+
+def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float) -> list[dict]:
+    """Train `total_steps` steps in a fresh subprocess; returns the metrics.jsonl rows of the steps (step >= 1).
+
+    The console output goes to `<run_dir>.log`; on failure its tail is printed.
+    """
+    from grpo_train.metrics import read_jsonl
+
+    shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, never a resumed or refused one
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir.with_suffix(".log")
+    command = [sys.executable, "-m", "grpo_train", "--config", str(DEMO_CONFIG),
+               *bench_overrides(run_dir, total_steps, precision, kl_coef)]
+    with log_path.open("w") as log:
+        finished = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    if finished.returncode != 0:
+        print(tail(log_path), file=sys.stderr)
+        raise RuntimeError(f"our trainer failed (exit {finished.returncode}); log: {log_path}")
+    return [row for row in read_jsonl(run_dir / "metrics.jsonl") if row["step"] >= 1]
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def after_warmup(rows: list[dict], warmup: int) -> list[dict]:
+    return [row for row in rows if row["step"] > warmup]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Useful tokens and MFU
+
+
+def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
+    """Prompt tokens (without padding) the learner sees per step: each prompt once per completion, G times.
+
+    Replays the trainer's seeded prompt order with its own sampler and renderer (one rank), so the counts are
+    exactly the trainer's.
+    """
+    from transformers import AutoTokenizer
+
+    from grpo_train.data import PromptRenderer, PromptSampler, load_problems
+    from grpo_train.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
+    renderer = PromptRenderer(tokenizer, cfg.data)
+    sampler = PromptSampler(load_problems(cfg.data, "train"), seed=cfg.run.seed)
+    a = cfg.algorithm
+    return [sum(len(renderer.token_ids(p)) for p in sampler.next_batch(a.prompts_per_step)) * a.group_size
+            for _ in range(total_steps)]
+
+
+def trainable_params(model_path: str) -> int:
+    """Parameters the full fine-tuning updates (tied embeddings counted once), from the config alone."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):  # shapes only: nothing is allocated or loaded
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_path))
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def matmul_peak_gflops(dtype_name: str, size: int = 2048, windows: int = 3, seconds: float = 1.0) -> float:
+    """GFLOP/s of back-to-back size x size matmuls in `dtype_name` on PEAK_THREADS threads: the best of `windows`
+    timed windows, since load from other jobs comes and goes and can only lower a window's rate."""
+    import torch
+
+    torch.set_num_threads(PEAK_THREADS)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    for _ in range(3):  # warm-up: thread pool, kernel selection (oneDNN / AMX for bf16)
+        torch.mm(a, b)
+    rates = []
+    for _ in range(windows):
+        count, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            torch.mm(a, b)
+            count += 1
+        rates.append(2 * size**3 * count / (time.perf_counter() - started) / 1e9)
+    return max(rates)
+
+
+def measure_peaks() -> dict[str, float]:
+    return {dtype: round(matmul_peak_gflops(dtype), 1) for dtype in ("bf16", "fp32")}
+
+
+def output_head_params(model_path: str) -> int:
+    """vocab x hidden: the output head (tied to the input embedding in SmolLM2)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path)
+    return config.vocab_size * config.hidden_size
+
+
+def step_mfu(row: dict, update_flops: float, peak_gflops: float) -> float:
+    return update_flops / 1e9 / row["perf/update_s"] / peak_gflops
+
+
+# ----------------------------------------------------------------------------------------------------
+# Report
+
+
+def summarise(rows: list[dict], prompt_tokens: list[int], cfg, params: int, head_params: int,
+              peaks: dict[str, float], precision: str, warmup: int) -> dict:
+    rollouts = cfg.algorithm.prompts_per_step * cfg.algorithm.group_size
+    measured = after_warmup(rows, warmup)
+    completion_tokens = {row["step"]: round(row["train/completion_len_mean"] * rollouts) for row in measured}
+    useful = {step: prompt_tokens[step - 1] + tokens for step, tokens in completion_tokens.items()}
+    peak = peaks[precision]
+    mfus = [step_mfu(row, 6 * params * useful[row["step"]], peak) for row in measured]
+    # The learner projects only completion positions onto the vocabulary, and the embedding lookup is no matmul:
+    # the head's FLOPs counted on completion tokens only.
+    mfus_head_on_completions = [
+        step_mfu(row, 6 * ((params - head_params) * useful[row["step"]] + head_params * completion_tokens[row["step"]]),
+                 peak) for row in measured]
+    step_s = median([row["perf/step_s"] for row in measured])
+    breakdown = {phase: round(median([row[f"perf/{phase}"] for row in measured]), 3) for phase in PHASES}
+    return {
+        "median_step_s": round(step_s, 3),
+        "step_s": [round(row["perf/step_s"], 3) for row in measured],
+        "breakdown_median_s": breakdown,
+        "breakdown_share_of_step": {phase: round(s / step_s, 3) for phase, s in breakdown.items()},
+        "useful_tokens_per_step": [useful[row["step"]] for row in measured],
+        "completion_tokens_per_step": [completion_tokens[row["step"]] for row in measured],
+        "completion_len_mean": round(median([row["train/completion_len_mean"] for row in measured]), 1),
+        "trainable_params": params,
+        "update_tflop_per_step_median": round(6 * params * median(list(useful.values())) / 1e12, 3),
+        "mfu_median": round(median(mfus), 4),
+        "mfu_per_step": [round(m, 4) for m in mfus],
+        "mfu_head_on_completions_median": round(median(mfus_head_on_completions), 4),
+        "output_head_params": head_params,
+        "mfu_peak_dtype": precision,
+    }
+
+
+def print_table(result: dict) -> None:
+    s = result["ours"]
+    print(f"\nour GRPO step, {result['setting']['model']}, {result['setting']['prompts_per_step']} prompts x "
+          f"G={result['setting']['group_size']}, <= {result['setting']['max_tokens']} tokens, "
+          f"{result['precision']} learner, kl_coef {result['kl_coef']}; {len(s['step_s'])} steps after "
+          f"{result['warmup']} warm-up")
+    print(f"  {'phase':<12}{'median s':>10}{'share':>8}")
+    for phase, seconds in s["breakdown_median_s"].items():
+        print(f"  {phase.removesuffix('_s'):<12}{seconds:>10.2f}{100 * s['breakdown_share_of_step'][phase]:>7.1f}%")
+    print(f"  {'step':<12}{s['median_step_s']:>10.2f}")
+    peaks = result["peak_gflops"]
+    print(f"  matmul peak (2048^2, {PEAK_THREADS} threads): bf16 {peaks['bf16']:.0f} GFLOP/s, "
+          f"fp32 {peaks['fp32']:.0f} GFLOP/s (higher of before {result['peak_gflops_before']} "
+          f"and after {result['peak_gflops_after']})")
+    print(f"  learner MFU ({s['mfu_peak_dtype']} peak): {100 * s['mfu_median']:.2f}%  "
+          f"({s['trainable_params'] / 1e6:.1f} M params, median {median(s['useful_tokens_per_step']):.0f} useful "
+          f"tokens/step, {s['completion_len_mean']} completion tokens/rollout)")
+    print(f"  learner MFU counting the output head on completion tokens only: "
+          f"{100 * s['mfu_head_on_completions_median']:.2f}%")
+    if s["mfu_median"] > 1:
+        print("  MFU > 100%: the update ran faster than the measured matmul peak (other jobs loading the machine "
+              "during the peak loop, or 2048^2 matmuls below the machine's best rate); rerun on a quiet machine")
+    print(f"  wall {result['wall_s']:.0f} s; load average {result['load_average_1min_before_after']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=5, help="measured steps, after the warm-up")
+    parser.add_argument("--warmup", type=int, default=2, help="steps run first and left out of the figures")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="the learner's precision")
+    parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term (> 0: a reference model)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+
+    from grpo_train.models import resolve_model
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()[0]  # other jobs on the 2 cores slow everything down; recorded for context
+    total_steps = args.warmup + args.steps
+    run_dir = BENCH / "runs" / "step"
+    cfg = load_bench_config(run_dir, total_steps, args.precision, args.kl_coef)
+    model_path = resolve_model(cfg.model.name_or_path)
+    peaks_before = measure_peaks()
+    rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef)
+    peaks_after = measure_peaks()
+    peaks = {dtype: max(peaks_before[dtype], peaks_after[dtype]) for dtype in peaks_before}
+    summary = summarise(rows, prompt_tokens_per_step(cfg, total_steps), cfg, trainable_params(model_path),
+                        output_head_params(model_path), peaks, args.precision, args.warmup)
+    result = {
+        "setting": {"model": cfg.model.name_or_path, "prompts_per_step": cfg.algorithm.prompts_per_step,
+                    "group_size": cfg.algorithm.group_size, "max_tokens": cfg.rollout.max_tokens,
+                    "lr": cfg.learner.lr, "zero_stage": cfg.learner.zero_stage,
+                    "micro_batch_size": cfg.learner.micro_batch_size, "config": str(DEMO_CONFIG.relative_to(ROOT))},
+        "precision": args.precision,
+        "kl_coef": args.kl_coef,
+        "warmup": args.warmup,
+        "ours": summary,
+        "peak_gflops": peaks,
+        "peak_gflops_before": peaks_before,
+        "peak_gflops_after": peaks_after,
+        "run_dir": str(run_dir.relative_to(ROOT)),
+        "cpus": os.cpu_count(),
+        "load_average_1min_before_after": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(result)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,7 @@ CPU and GPU differ in a few lines only (`_on_gpu`): gloo vs NCCL, torch AdamW vs
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -54,7 +55,6 @@ def init_distributed() -> tuple[int, int]:
         if _on_gpu():
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         deepspeed.init_distributed(dist_backend="nccl" if _on_gpu() else "gloo", verbose=False)
-    _forget_dead_deepspeed_groups()
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -293,6 +293,8 @@ class Learner:
         from transformers import AutoModelForCausalLM
 
         self.cfg = cfg
+        # Here rather than in init_distributed: whoever started the current world (us, vLLM, the caller),
+        # DeepSpeed must not hand out groups of an earlier one.
         _forget_dead_deepspeed_groups()
         self.world = dist.get_world_size()
         self.device = _device()
@@ -362,15 +364,11 @@ class Learner:
             sub = batch.rows(index)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             width = sub.completion_mask.shape[1]
-            if reference and self.lora:
-                with self.module.disable_adapter():
-                    logp, _ = token_logprobs(self.engine, ids, attn, width, temperature,
-                                             share_prompts=self.share_prompts)
-            elif reference:
-                logp, _ = token_logprobs(self.ref, ids, attn, width, temperature, share_prompts=self.share_prompts)
-            else:
-                logp, _ = token_logprobs(self.engine, ids, attn, width, temperature,
-                                         share_prompts=self.share_prompts)
+            # The LoRA reference is the policy with its adapters off; the full-model one is a separate copy.
+            model = self.ref if reference and not self.lora else self.engine
+            adapters_off = self.module.disable_adapter() if reference and self.lora else contextlib.nullcontext()
+            with adapters_off:
+                logp, _ = token_logprobs(model, ids, attn, width, temperature, share_prompts=self.share_prompts)
             out[index, : logp.shape[1]] = logp.float().cpu()
         self.engine.train()
         return out * batch.completion_mask

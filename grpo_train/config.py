@@ -133,7 +133,9 @@ class LearnerConfig:
     grad_clip: float = _f(1.0, "global gradient-norm clip (0 = off)")
     micro_batch_size: int = _f(8, "sequences per forward/backward pass")
     share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
-                             "ignored with gradient checkpointing; not yet faster on CPU, see README)")
+                             "ignored with gradient checkpointing; see README)")
+    skip_zero_advantage: bool = _f(True, "do not run sequences whose advantage is 0 through the update when "
+                                   "kl_coef = 0: their loss and gradient are exactly 0 (exact)")
     deepspeed: dict[str, Any] = _f({}, "raw DeepSpeed config keys merged over the generated config")
 
 

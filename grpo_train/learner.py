@@ -391,14 +391,15 @@ class Learner:
         return {key: value / steps for key, value in totals.items()}
 
     def _optimizer_step(self, batch: UpdateBatch, index: Tensor) -> dict[str, float]:
-        a, lcfg = self.cfg.algorithm, self.cfg.learner
+        a = self.cfg.algorithm
         temperature = self.cfg.rollout.temperature or 1.0
         mask = batch.completion_mask[index]
         # The global normaliser of this mini-batch over all ranks, so micro-batch / rank splits sum exactly.
         normaliser = all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens))
         sums: dict[str, float] = {}
         tokens = 0.0
-        for micro in index.split(lcfg.micro_batch_size):
+        micro_batches, trained = self._micro_batches(batch, index)
+        for micro, scale in micro_batches:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.completion_mask.to(self.device)
@@ -415,12 +416,12 @@ class Learner:
                 sampler_logp=sub.sampler_logp.to(self.device), tis_cap=a.tis_cap or None, entropy=entropy)
             # DeepSpeed averages gradients over data-parallel ranks; the normaliser already counts every rank,
             # so multiply by the world size to turn that average into the sum the normaliser expects.
-            loss = algorithms.agg_loss(per_token, cmask, a.loss_agg, normaliser) * self.world
+            loss = algorithms.agg_loss(per_token, cmask, a.loss_agg, normaliser) * (self.world * scale)
             # scale_wrt_gas=False: the loss is already divided by the mini-batch normaliser; a further 1/gas
             # would shrink the gradient by the number of micro-batches. A non-finite loss is still
             # back-propagated: its non-finite gradient makes the optimizer skip the whole step (below).
             self.engine.backward(loss, scale_wrt_gas=False)
-            count = float(cmask.sum())
+            count = float(cmask.sum()) * scale  # a padding pass (scale 0) adds nothing to the statistics
             tokens += count
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) / self.world
             for key, value in stats.items():
@@ -431,7 +432,25 @@ class Learner:
         out["grad_norm"] = self._grad_norm() if applied else float("nan")
         out["lr"] = self.scheduler.get_last_lr()[0]
         out["skipped_step"] = 0.0 if applied else 1.0
+        out["trained_seq_frac"] = trained / len(index)
         return out
+
+    def _micro_batches(self, batch: UpdateBatch, index: Tensor) -> tuple[list[tuple[Tensor, float]], int]:
+        """The micro-batches of the mini-batch `index` as (rows, loss scale), and how many rows they train.
+
+        Without a KL term a sequence with advantage 0 (a group whose rewards are all equal) has loss 0 and
+        gradient 0 at every token, whatever the ratio, clipping or TIS weight, so it is not run at all; its
+        tokens still count in the normaliser, which keeps the update exactly the same. Every rank must make
+        the same number of backward passes (DeepSpeed reduces gradients in them), so a rank with fewer adds
+        passes over one row with the loss scaled by 0.
+        """
+        rows = index
+        if self.cfg.learner.skip_zero_advantage and self.cfg.algorithm.kl_coef == 0:
+            rows = index[batch.advantages[index] != 0]
+        micro_batches = [(micro, 1.0) for micro in rows.split(self.cfg.learner.micro_batch_size) if len(micro)]
+        passes = max(1, int(all_reduce_max(float(len(micro_batches)))))
+        micro_batches += [(index[:1], 0.0)] * (passes - len(micro_batches))
+        return micro_batches, len(rows)
 
     def _grad_norm(self) -> float:
         """The pre-clipping global gradient norm of the last applied step (NaN where it is not known)."""

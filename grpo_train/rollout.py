@@ -140,7 +140,10 @@ class VLLMEngine:
             # The same bytes VLLM_CPU_KVCACHE_SPACE would set, but fractional GiB are allowed.
             # Eager: on CPU torch.compile added ~2 min of start-up and was slower for these small models.
             # No chunked prefill: per-request seeds crash it on CPU (module docstring).
-            args.update(kv_cache_memory_bytes=int(cpu_kvcache_gb * 2**30), enforce_eager=True,
+            # Blocks of 32 tokens instead of the CPU default 128: the prefix cache reuses whole blocks only,
+            # and a few-shot prompt's shared part (~240 tokens in the demo) then is 7/8 cached, not 1/2;
+            # this halved the demo's 200-problem eval prefill (12 s -> 6 s, bf16) at equal decode speed.
+            args.update(kv_cache_memory_bytes=int(cpu_kvcache_gb * 2**30), enforce_eager=True, block_size=32,
                         enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 4096))
         self.llm = LLM(**args)
         self.sleep_mode = on_gpu and enable_sleep_mode

@@ -1,8 +1,12 @@
 """The DeepSpeed learner on CPU (gloo, a world of one): update, micro-batch invariance, non-finite skips,
 LoRA, the reference model, and checkpoint round trips."""
 
+import json
 import math
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -260,3 +264,61 @@ def test_shared_prompt_update_equals_the_unshared_update(tiny_path, stage):
     (stats_a, after_a), (stats_b, after_b) = results
     assert stats_a["loss"] == pytest.approx(stats_b["loss"], abs=1e-5)
     torch.testing.assert_close(after_a, after_b, atol=2e-5, rtol=1e-4)
+
+
+def test_skipping_zero_advantage_rows_gives_the_same_step(tiny_path):
+    """Rows with advantage 0 carry no gradient without a KL term: not running them changes nothing."""
+    batch = random_batch(seed=4)
+    batch.advantages[[0, 1, 2, 5, 6]] = 0.0  # five of eight rows, as in groups whose rewards are all equal
+    results = []
+    for skip in ("true", "false"):
+        learner = Learner(make_cfg("learner.zero_stage=2", f"learner.skip_zero_advantage={skip}",
+                                   "learner.micro_batch_size=2", "learner.grad_clip=0", "learner.adam_eps=1e-6"),
+                          tiny_path, total_optimizer_steps=2)
+        stats = learner.update(batch)
+        results.append((stats, weights(learner)))
+    (skipped, after_skip), (full, after_full) = results
+    assert skipped["trained_seq_frac"] == 3 / 8 and full["trained_seq_frac"] == 1.0
+    assert skipped["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-5)
+    assert skipped["loss"] == pytest.approx(full["loss"], abs=1e-6)
+    for name in after_full:
+        torch.testing.assert_close(after_skip[name], after_full[name], rtol=0, atol=2e-5)
+
+
+def test_zero_advantage_rows_are_trained_when_the_kl_term_gives_them_a_gradient(tiny_path):
+    batch = random_batch(seed=5)
+    batch.advantages.zero_()
+    learner = Learner(make_cfg("algorithm.kl_coef=0.1"), tiny_path, total_optimizer_steps=2)
+    batch.ref_logp = learner.logprobs(batch) - 0.5  # a reference away from the policy: KL has a gradient
+    stats = learner.update(batch)
+    assert stats["trained_seq_frac"] == 1.0 and stats["grad_norm"] > 0
+
+
+def test_a_batch_of_only_zero_advantages_makes_one_empty_pass_and_leaves_the_weights(tiny_path):
+    batch = random_batch(seed=6)
+    batch.advantages.zero_()
+    learner = Learner(make_cfg("learner.zero_stage=2"), tiny_path, total_optimizer_steps=2)
+    before = weights(learner)
+    stats = learner.update(batch)
+    assert stats["trained_seq_frac"] == 0.0 and stats["grad_norm"] == 0.0 and stats["skipped_step"] == 0.0
+    for name, value in weights(learner).items():  # Adam with a zero gradient and no weight decay: no move
+        torch.testing.assert_close(value, before[name], rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_skipping_zero_advantage_rows_under_two_ranks_gives_the_same_step(tmp_path):
+    # ~30 s: rank 0 has nothing to train and makes one zero-scaled pass; without it, rank 1's gradient
+    # reduction would wait for rank 0 forever.
+    script = Path(__file__).with_name("dist_learner_skip.py")
+    cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2", str(script),
+           str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert all(r["world"] == 2 for r in ranks)
+    assert [r["true"]["trained_seq_frac"] for r in ranks] == [0.0, 1.0]
+    for r in ranks:
+        assert r["false"]["trained_seq_frac"] == 1.0 and r["true"]["grad_norm"] > 0
+        assert r["true"]["grad_norm"] == pytest.approx(r["false"]["grad_norm"], rel=1e-6)
+        assert r["true"]["checksum"] == pytest.approx(r["false"]["checksum"], rel=1e-9)
+    assert ranks[0]["true"]["checksum"] == ranks[1]["true"]["checksum"]  # the ranks stay in step

@@ -29,8 +29,15 @@ lint:
 demo:
 	$(BIN)/grpo-train --config configs/smollm2-arith-demo.yaml
 
+# The benchmarks one after another (never two at once: they time the same 2 cores), then the report:
+# bench/results.json and bench/results.md. About 30 minutes here; the first run also builds TRL's venv.
 bench: bench-verifier
 	$(BIN)/python scripts/bench_rollout.py
+	$(BIN)/python scripts/bench_trl.py --rounds 1 --warmup 1 --steps 5
+	$(BIN)/python scripts/bench_step.py --warmup 1 --steps 5
+	$(BIN)/python scripts/bench_step.py --nproc 2 --warmup 1 --steps 3 --out bench/step-2proc.json
+	$(BIN)/python scripts/bench_step.py --profile --warmup 1 --steps 2 --out bench/profile.json
+	$(BIN)/python scripts/bench_report.py
 
 bench-verifier:
 	$(BIN)/python scripts/bench_verifier.py

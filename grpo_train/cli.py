@@ -83,17 +83,21 @@ def _eval_parser() -> argparse.ArgumentParser:
         prog="grpo-eval",
         description="Evaluate a model with vLLM on GSM8K, MATH-500, the synthetic arithmetic set or a local "
         "jsonl/parquet file: greedy accuracy, pass@k / mean@k (--k), breakdowns, every completion.")
-    parser.add_argument("--model", required=True,
+    parser.add_argument("--config", help="a training config: its model, data (source, template, shots, synthetic "
+                        "ranges), max_tokens and max_model_len are the defaults, so a run is evaluated on the "
+                        "held-out set it was trained for; the flags below override them")
+    parser.add_argument("--model",
                         help="embedded name (smollm2-135m-instruct, tiny-qwen2), HF folder, a run folder or "
-                        "checkpoint of grpo-train (its exported weights), or a hub id")
-    parser.add_argument("--data", default="synthetic", help="synthetic, gsm8k, math, or a .jsonl/.parquet file")
-    parser.add_argument("--n", type=int, default=200, help="problems to evaluate (0 = all)")
+                        "checkpoint of grpo-train (its exported weights), or a hub id (default: the config's)")
+    parser.add_argument("--data", help="synthetic, gsm8k, math, or a .jsonl/.parquet file (default: synthetic)")
+    parser.add_argument("--n", type=int, help="problems to evaluate (0 = all; default: the config's run.eval_size, "
+                        "else 200)")
     parser.add_argument("--k", type=int, default=1, help="samples per problem for pass@k / mean@k (1 = greedy only)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --k > 1")
-    parser.add_argument("--template", default="chat", choices=["chat", "fewshot", "raw"], help="prompt template")
-    parser.add_argument("--num-shots", type=int, default=3, help="worked examples of the fewshot template")
-    parser.add_argument("--max-tokens", type=int, default=512, help="completion length cap")
-    parser.add_argument("--max-model-len", type=int, default=2048, help="prompt + completion cap, in tokens")
+    parser.add_argument("--template", choices=["chat", "fewshot", "raw"], help="prompt template (default: chat)")
+    parser.add_argument("--num-shots", type=int, help="worked examples of the fewshot template (default: 3)")
+    parser.add_argument("--max-tokens", type=int, help="completion length cap (default: 512)")
+    parser.add_argument("--max-model-len", type=int, help="prompt + completion cap, in tokens (default: 2048)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--out", help="output folder (default: runs/eval-<model>-<data>)")
     return parser
@@ -103,7 +107,10 @@ def eval_main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["plot"]:
         return _plot_main(argv[1:])
-    args = _eval_parser().parse_args(argv)
+    parser = _eval_parser()
+    args = parser.parse_args(argv)
+    if args.model is None and args.config is None:
+        parser.error("give --model, --config, or both")
     from grpo_train.checkpoint import CheckpointError
     from grpo_train.data import DataError
     from grpo_train.evaluation import evaluate_model

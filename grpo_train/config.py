@@ -61,6 +61,10 @@ class SyntheticConfig:
     max_factor: int = _f(12, "largest factor of multiplication and division problems")
     num_train: int = _f(5000, "problems generated for training")
     seed: int = _f(1234, "seed of the problem generator (independent of run.seed)")
+    categories: list[str] = _f(
+        ["add_sub_2", "add_sub_3", "multiplication", "division", "parentheses"],
+        "categories drawn (uniformly) for train, test and the few-shot examples; a subset sets the difficulty",
+    )
 
 
 @dataclass
@@ -135,7 +139,9 @@ class LearnerConfig:
     share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
                              "ignored with gradient checkpointing; see README)")
     skip_zero_advantage: bool = _f(True, "do not run sequences whose advantage is 0 through the update when "
-                                   "kl_coef = 0: their loss and gradient are exactly 0 (exact)")
+                                   "kl_coef = 0: their loss and gradient are exactly 0 (exact); train/entropy, "
+                                   "ratio and clip fractions are then over the trained sequences, "
+                                   "train/trained_seq_frac says how many")
     deepspeed: dict[str, Any] = _f({}, "raw DeepSpeed config keys merged over the generated config")
 
 

@@ -329,6 +329,10 @@ def _draw_for(rng: random.Random, s: SyntheticConfig, category: str, split: str)
 
 
 def _check_ranges(s: SyntheticConfig) -> None:
+    unknown = [c for c in s.categories if c not in CATEGORIES]
+    if unknown or not s.categories:
+        raise DataError(f"data.synthetic.categories: {list(s.categories)} must be a non-empty list of "
+                        f"{', '.join(CATEGORIES)}" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     if s.min_operand > s.max_factor:
         raise DataError(
             f"data.synthetic.min_operand ({s.min_operand}) must be <= data.synthetic.max_factor "
@@ -343,7 +347,7 @@ def synthetic_problems(s: SyntheticConfig, split: str, n: int | None = None) -> 
     rng = random.Random(f"synthetic-{split}-{s.seed}")  # str seeds are hashed with SHA-512: stable
     problems = ProblemSet(source="synthetic")
     for index in range(count):
-        item = _draw_for(rng, s, rng.choice(CATEGORIES), split)
+        item = _draw_for(rng, s, rng.choice(s.categories), split)
         uid, meta = f"synthetic-{split}-{index:05d}", {"category": item.category}
         problems.append(Problem(uid, item.question, str(item.answer), "gsm8k", meta))
     return problems
@@ -353,7 +357,7 @@ def synthetic_shots(s: SyntheticConfig, k: int) -> list[Arithmetic]:
     """`k` worked examples, categories in turn, from a fixed seed and questions train/test never hold."""
     _check_ranges(s)
     rng = random.Random(_SHOTS_SEED)
-    return [_draw_for(rng, s, CATEGORIES[i % len(CATEGORIES)], "shots") for i in range(k)]
+    return [_draw_for(rng, s, s.categories[i % len(s.categories)], "shots") for i in range(k)]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from grpo_train.config import RewardConfig, load_config
+from grpo_train.config import Config, RewardConfig, load_config
 from grpo_train.data import Problem
 from grpo_train.rollout import Rollout, SamplingSpec
 from grpo_train.verifier_pool import ScoredItem, VerifierPool, VerifyItem
@@ -132,10 +132,29 @@ def resolve_eval_model(model: str) -> str:
     return resolve_model(model)
 
 
+# grpo-eval's own defaults where no --config is given (longer than training's: evaluation is not the budget)
+EVAL_DEFAULTS = {"data": "synthetic", "template": "chat", "num_shots": 3, "max_tokens": 512, "max_model_len": 2048}
+
+
 def _data_overrides(data: str) -> list[str]:
     if data in ("synthetic", "gsm8k", "math"):
-        return [f"data.source={data}"]
+        return [f"data.source={data}", "data.eval_source="]
     return [f"data.source={data}", f"data.eval_source={data}"]  # a local file: its rows are the test set
+
+
+def eval_config(args) -> Config:
+    """The config grpo-eval runs with: --config's (or grpo-eval's defaults), then the explicit flags."""
+    flags = {name: getattr(args, name) for name in EVAL_DEFAULTS}
+    if args.config is None:
+        flags = {name: EVAL_DEFAULTS[name] if value is None else value for name, value in flags.items()}
+    overrides = [f"{key}={flags[name]}" for name, key in (
+        ("template", "data.template"), ("num_shots", "data.num_shots"), ("max_tokens", "rollout.max_tokens"),
+        ("max_model_len", "model.max_model_len")) if flags[name] is not None]
+    if flags["data"] is not None:
+        overrides += _data_overrides(flags["data"])
+    if args.model is not None:
+        overrides.append(f"model.name_or_path={args.model}")
+    return load_config(args.config, overrides)
 
 
 def evaluate_model(args) -> tuple[dict[str, Any], Path]:
@@ -146,12 +165,13 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
     from grpo_train.data import PromptRenderer, load_problems
     from grpo_train.rollout import make_engine
 
-    model_path = resolve_eval_model(args.model)
-    cfg = load_config(None, [f"model.name_or_path={model_path}", f"model.max_model_len={args.max_model_len}",
-                             f"rollout.max_tokens={args.max_tokens}", f"data.template={args.template}",
-                             f"data.num_shots={args.num_shots}", *_data_overrides(args.data)])
-    problems = load_problems(cfg.data, "test", n=args.n or None)
-    out = Path(args.out or f"runs/eval-{Path(args.model).name}-{Path(args.data).stem}")
+    cfg = eval_config(args)
+    model_path = resolve_eval_model(cfg.model.name_or_path)
+    cfg = replace(cfg, model=replace(cfg.model, name_or_path=model_path))
+    n = args.n if args.n is not None else (cfg.run.eval_size if args.config else 200)
+    problems = load_problems(cfg.data, "test", n=n or None)
+    model_name, data_name = Path(args.model or cfg.model.name_or_path).name, Path(cfg.data.source).stem
+    out = Path(args.out or f"runs/eval-{model_name}-{data_name}")
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     renderer = PromptRenderer(tokenizer, cfg.data)
@@ -162,11 +182,12 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
         task = bar.add_task(f"eval {len(problems)} problems", total=len(problems))
         for start in range(0, len(problems), chunk):
             part = problems[start: start + chunk]
-            items += run_eval(engine, tokenizer, renderer, pool, part, RewardConfig(), args.max_tokens, k=args.k,
+            items += run_eval(engine, tokenizer, renderer, pool, part, RewardConfig(), cfg.rollout.max_tokens, k=args.k,
                               temperature=args.temperature, seed=args.seed + start)
             bar.advance(task, len(part))
     engine.close()
-    summary = {"model": args.model, "data": args.data, "template": args.template, **summarise(items, args.k)}
+    summary = {"model": args.model or model_path, "data": cfg.data.source, "template": cfg.data.template,
+               "config": args.config, **summarise(items, args.k)}
     with open(out / "completions.jsonl", "w") as f:
         for item in items:
             f.write(json.dumps(item_record(item)) + "\n")

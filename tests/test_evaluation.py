@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_train.data import Problem
+from grpo_train.config import load_config
+from grpo_train.data import Problem, load_problems
 from grpo_train.evaluation import EvalItem, pass_at_k, summarise
 from grpo_train.plot import plot_run
 
@@ -74,6 +75,17 @@ def test_grpo_eval_tiny_model_synthetic_with_pass_at_k(tmp_path):
     assert sum(v["n"] for v in summary["by_category"].values()) == 6
 
 
+def test_grpo_eval_with_a_training_config_evaluates_the_runs_held_out_set(tmp_path):
+    config = tmp_path / "train.yaml"
+    config.write_text("data:\n  template: fewshot\n  num_shots: 2\n  synthetic:\n    max_operand: 7\n"
+                      "run:\n  eval_size: 5\n")
+    summary = grpo_eval(tmp_path, "--config", str(config))
+    assert summary["template"] == "fewshot" and summary["n"] == 5  # the config's eval_size, not 200
+    expected = load_problems(load_config(str(config)).data, "test", n=5)
+    completions = [json.loads(line) for line in (tmp_path / "eval" / "completions.jsonl").read_text().splitlines()]
+    assert [c["question"] for c in completions] == [p.question for p in expected]
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is absent")
 def test_grpo_eval_on_shared_gsm8k_and_math_files(tmp_path):
     gsm = grpo_eval(tmp_path / "g", "--data", str(SHARED / "gsm8k_test.jsonl"), "--n", "4")
@@ -83,10 +95,10 @@ def test_grpo_eval_on_shared_gsm8k_and_math_files(tmp_path):
 
 
 def test_plot_redraws_curves(tmp_path):
-    rows = [{"step": 0, "eval/accuracy": 0.2}]
+    rows = [{"step": 0, "eval/accuracy": 0.2, "eval/category/division": 0.1}]
     rows += [{"step": s, "reward/mean": 0.1 * s, "reward/accuracy": 0.1 * s, "train/completion_len_mean": 20 + s}
              for s in range(1, 6)]
-    rows.append({"step": 5, "eval/accuracy": 0.4})
+    rows.append({"step": 5, "eval/accuracy": 0.4, "eval/category/division": None})  # null: NaN when logged
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = plot_run(tmp_path)
     assert path == tmp_path / "curves.png" and path.stat().st_size > 10_000

@@ -14,6 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from grpo_train.config import load_config
+from grpo_train.data import load_problems
 from grpo_train.models import resolve_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +48,8 @@ def train_rows(run_dir: Path) -> list[dict]:
 
 def test_tiny_run_single_process_zero2(tmp_path):
     run_dir = tmp_path / "run"
-    run(["--config", str(TINY), f"run.output_dir={run_dir}", "run.steps=2", "run.check_sync_every=1",
-         "run.eval_size=8"])
+    out = run(["--config", str(TINY), f"run.output_dir={run_dir}", "run.steps=2", "run.check_sync_every=1",
+               "run.eval_size=8"])
     assert (run_dir / "config.yaml").is_file() and (run_dir / "samples.jsonl").is_file()
     steps = train_rows(run_dir)
     assert [r["step"] for r in steps] == [1, 2]
@@ -58,6 +60,13 @@ def test_tiny_run_single_process_zero2(tmp_path):
         assert row["train/sync_logprob_max_diff"] < 1e-3  # vLLM serves exactly the learner's weights
     evals = [r for r in rows(run_dir) if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 2]  # before training, and after the last step
+    eval_problems = load_problems(load_config(str(TINY), []).data, "test", n=8)
+    categories = {p.meta["category"] for p in eval_problems}
+    for row in evals:  # one accuracy per category present in the held-out set, weighted back to the total
+        assert {k for k in row if k.startswith("eval/category/")} == {f"eval/category/{c}" for c in categories}
+        weighted = sum(row[f"eval/category/{p.meta['category']}"] for p in eval_problems) / len(eval_problems)
+        assert weighted == pytest.approx(row["eval/accuracy"])
+    assert "before training" in out.stderr and "points) on 8" in out.stderr
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 4 * 4 and {"prompt", "completion", "reward", "gold", "status"} <= set(samples[0])
     ckpt = run_dir / "checkpoints" / "step-000002"

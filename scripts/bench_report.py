@@ -1,0 +1,115 @@
+"""Collect the benchmark results of `make bench` into bench/results.json and a readable table, bench/results.md.
+
+    .venv/bin/python scripts/bench_report.py          # after the bench_*.py scripts (make bench runs it last)
+
+Reads what each benchmark wrote (bench/verifier.json, rollout.json, step.json, step-2proc.json, profile.json,
+trl.json); a missing file is reported as not run, never filled in. Prints the table and checks the goals of the
+benchmark issue: our step time <= 0.5x TRL's, learner MFU >= 45% of the measured matmul peak.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",
+         "profile": "profile.json", "trl": "trl.json"}
+GOAL_STEP_RATIO = 0.5  # ours / TRL
+GOAL_MFU = 0.45
+
+
+def load_parts(folder: Path) -> dict[str, dict]:
+    return {name: json.loads((folder / file).read_text()) for name, file in PARTS.items() if (folder / file).exists()}
+
+
+def _row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def report_lines(parts: dict[str, dict]) -> list[str]:
+    lines = ["# grpo_train benchmarks", ""]
+    missing = [PARTS[name] for name in PARTS if name not in parts]
+    if missing:
+        lines += [f"Not run (no result file): {', '.join(missing)}", ""]
+    if "trl" in parts:
+        t = parts["trl"]
+        ours, trl = t["ours"]["median_step_s"], t["trl"]["median_step_s"]
+        lines += ["## Step time against TRL's GRPOTrainer", "", t["setting"], "",
+                  _row("", "ours", f"TRL {t['trl']['trl_version']} ({', '.join(t['trl']['generation'])})"),
+                  _row("---", "---", "---"),
+                  _row("median step s", f"{ours:.1f}", f"{trl:.1f}"),
+                  _row("measured steps", len(t["ours"]["step_s"]), len(t["trl"]["step_s"])),
+                  *[_row(f"{phase.removesuffix('_s')} s", f"{t['ours']['breakdown_median_s'][phase]:.2f}",
+                         f"{t['trl']['breakdown_median_s'][phase]:.2f}")
+                    for phase in ("rollout_s", "reward_s", "sync_s")],
+                  "",
+                  f"ours / TRL step time: **{ours / trl:.2f}x** (goal <= {GOAL_STEP_RATIO}x: "
+                  f"{'met' if ours / trl <= GOAL_STEP_RATIO else 'not met'})", ""]
+        for attempt in t.get("trl_generation", {}).get("failed_attempts", []):
+            lines += [f"TRL generation `{attempt['generation']}` failed: {attempt['error'][:200]}", ""]
+    if "step" in parts:
+        s = parts["step"]
+        lines += ["## Our step, one process", "",
+                  f"{s['setting']['model']}, {s['setting']['prompts_per_step']} prompts x "
+                  f"G={s['setting']['group_size']}, {s['precision']}, kl_coef {s['kl_coef']}, "
+                  f"{len(s['ours']['step_s'])} steps after "
+                  f"{s['warmup']} warm-up", "", _row("phase", "median s", "share"), _row("---", "---", "---")]
+        for phase, seconds in s["ours"]["breakdown_median_s"].items():
+            lines.append(_row(phase.removesuffix("_s"), f"{seconds:.2f}",
+                              f"{100 * s['ours']['breakdown_share_of_step'][phase]:.0f}%"))
+        lines += [_row("**step**", f"**{s['ours']['median_step_s']:.2f}**", ""), ""]
+        if "mfu" in s:
+            m = s["mfu"]
+            lines += [f"Learner MFU: **{100 * m['mfu_median']:.1f}%** of the measured {s['precision']} matmul peak "
+                      f"({s['peak_gflops'][s['precision']]:.0f} GFLOP/s; goal >= {100 * GOAL_MFU:.0f}%: "
+                      f"{'met' if m['mfu_median'] >= GOAL_MFU else 'not met'}); "
+                      f"{100 * m['mfu_head_on_completions_median']:.1f}% counting the output head on completion "
+                      f"tokens only. Useful tokens/step (median): "
+                      f"{sorted(m['useful_tokens_per_step'])[len(m['useful_tokens_per_step']) // 2]}, prompts "
+                      f"counted {m['prompt_tokens_counted']}.", ""]
+    if "step" in parts and "step_2proc" in parts:
+        one, two = parts["step"]["ours"]["median_step_s"], parts["step_2proc"]["ours"]["median_step_s"]
+        lines += ["## Scaling on this machine (torchrun)", "", _row("processes", "median step s", "speed-up"),
+                  _row("---", "---", "---"), _row(1, f"{one:.2f}", "1.00"), _row(2, f"{two:.2f}", f"{one / two:.2f}"),
+                  ""]
+    if "profile" in parts:
+        p = parts["profile"]["profile"]
+        lines += ["## Profile of our step (py-spy)", "",
+                  "Share of the loop's samples: "
+                  + ", ".join(f"{k} {100 * v:.0f}%" for k, v in p["phase_share"].items()),
+                  ""]
+        for phase, functions in p["top_functions"].items():
+            if p["phase_share"][phase] >= 0.05:
+                shown = "; ".join(f"`{name}` {100 * share:.0f}%" for name, share in functions[:4])
+                lines.append(f"- {phase}: {shown}")
+        lines.append("")
+    if "rollout" in parts:
+        r = parts["rollout"]
+        lines += ["## Rollout engines", "",
+                  f"{r['prompts']} prompts x G={r['group_size']}, <= {r['max_tokens']} tokens, "
+                  f"{r.get('dtype', 'float32')}: "
+                  f"vLLM {r['vllm_tokens_per_s']} tokens/s, transformers generate {r['hf_tokens_per_s']} tokens/s "
+                  f"({r['vllm_over_hf']}x); weight sync {r['weight_sync_s']:.2f} s "
+                  f"({100 * r['weight_sync_fraction_of_rollout_batch']:.1f}% of the rollout batch).", ""]
+    if "verifier" in parts:
+        v = parts["verifier"]
+        lines += ["## Verifier", "",
+                  f"{v['cases']['total']} labelled cases: accuracy {v['ours']['accuracy']:.4f} "
+                  f"(Math-Verify alone {v['math_verify']['accuracy']:.4f}); GSM8K "
+                  f"{v['ours']['gsm8k_items_per_s']:.0f} items/s, MATH {v['ours']['math_items_per_s']:.1f} items/s.",
+                  ""]
+    return lines
+
+
+def main() -> None:
+    parts = load_parts(BENCH)
+    lines = report_lines(parts)
+    (BENCH / "results.json").write_text(json.dumps(parts, indent=2) + "\n")
+    (BENCH / "results.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    print(f"wrote {BENCH / 'results.json'} and {BENCH / 'results.md'}")
+
+
+if __name__ == "__main__":
+    main()

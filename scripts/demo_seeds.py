@@ -1,0 +1,92 @@
+"""The demo's figures over seeds: runs `make demo`'s command once per seed, one after another, and reports the
+held-out greedy accuracy before and after training, the gap, and the wall time of each run, with their mean and
+spread.
+
+    .venv/bin/python scripts/demo_seeds.py                       # seeds 0 1 2 -> runs/demo-seed{0,1,2}
+    .venv/bin/python scripts/demo_seeds.py --seeds 3 4 --config configs/smollm2-arith-demo.yaml
+    .venv/bin/python scripts/demo_seeds.py --report-only         # only summarise runs already there
+
+Each run is a fresh `grpo-train` process (the wall time includes start-up, both evals and the final checkpoint,
+as `make demo`); a run folder left from before is removed first. Writes runs/demo-seeds.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from grpo_train.metrics import read_jsonl  # noqa: E402
+
+WALL_FILE = "wall_s.txt"  # written next to metrics.jsonl, so --report-only knows each run's time
+
+
+def run_seed(config: Path, seed: int, run_dir: Path) -> float:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [str(Path(sys.executable).parent / "grpo-train"), "--config", str(config), f"run.seed={seed}",
+               f"run.output_dir={run_dir}"]
+    started = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, check=True)
+    wall = time.perf_counter() - started
+    (run_dir / WALL_FILE).write_text(f"{wall:.1f}\n")
+    return wall
+
+
+def seed_result(run_dir: Path) -> dict:
+    evals = {row["step"]: row for row in read_jsonl(run_dir / "metrics.jsonl") if "eval/accuracy" in row}
+    if 0 not in evals or len(evals) < 2:
+        raise SystemExit(f"{run_dir}: needs the eval before training (step 0) and at least one after")
+    before, after = evals[0]["eval/accuracy"], evals[max(evals)]["eval/accuracy"]
+    wall = run_dir / WALL_FILE
+    return {"run_dir": str(run_dir), "before": before, "after": after, "gap_points": round(100 * (after - before), 1),
+            "last_step": max(evals), "wall_s": float(wall.read_text()) if wall.exists() else None,
+            "per_category": {k.removeprefix("eval/category/"): [evals[0][k], evals[max(evals)][k]]
+                             for k in evals[max(evals)] if k.startswith("eval/category/") and k in evals[0]}}
+
+
+def spread(values: list[float]) -> dict:
+    return {"mean": round(statistics.mean(values), 2), "min": min(values), "max": max(values),
+            "std": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2-arith-demo.yaml")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="folder of the runs (demo-seed<N>)")
+    parser.add_argument("--report-only", action="store_true", help="summarise existing runs, train nothing")
+    args = parser.parse_args()
+
+    results = []
+    for seed in args.seeds:
+        run_dir = args.runs / f"demo-seed{seed}"
+        if not args.report_only:
+            run_seed(args.config, seed, run_dir)
+        results.append({"seed": seed, **seed_result(run_dir)})
+    walls = [r["wall_s"] for r in results if r["wall_s"] is not None]
+    summary = {"config": str(args.config), "seeds": results,
+               "gap_points": spread([r["gap_points"] for r in results]),
+               "after": spread([r["after"] for r in results]),
+               "wall_s": spread(walls) if walls else None}
+    out = args.runs / "demo-seeds.json"
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"{'seed':>4} {'before':>7} {'after':>7} {'gap':>7} {'wall min':>9}")
+    for r in results:
+        wall = f"{r['wall_s'] / 60:.1f}" if r["wall_s"] is not None else "-"
+        print(f"{r['seed']:>4} {r['before']:>7.3f} {r['after']:>7.3f} {r['gap_points']:>+7.1f} {wall:>9}")
+    gap = summary["gap_points"]
+    print(f"gap: mean {gap['mean']:+.1f} points (min {gap['min']:+.1f}, max {gap['max']:+.1f}, std {gap['std']:.1f})")
+    if walls:
+        print(f"wall: mean {statistics.mean(walls) / 60:.1f} min, max {max(walls) / 60:.1f} min")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,9 +3,9 @@
     make bench                                   # runs this among the benchmarks
     .venv/bin/python scripts/bench_rollout.py --prompts 32 --group-size 8 --max-tokens 128
 
-On SmolLM2-135M-Instruct (`--dtype`, bf16 by default as in the demo), both engines generate the same rollout
-batch: `--prompts` chat-templated arithmetic questions x `--group-size` samples at temperature 1, up to
-`--max-tokens` tokens each.
+On SmolLM2-135M-Instruct (`--dtype`; by default bf16 where bf16 matmuls are native, else fp32, as the demo),
+both engines generate the same rollout batch: `--prompts` chat-templated arithmetic questions x `--group-size`
+samples at temperature 1, up to `--max-tokens` tokens each.
 Reports completion tokens/s of each engine (the completions differ, so tokens/s is the comparable
 figure), their ratio, and the time of one `VLLMEngine.load_weights(hf_weights(model))` of the full model,
 also as a fraction of the vLLM rollout batch. Both engines are warmed up on a small batch first (engine
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+from grpo_train.config import native_bf16  # noqa: E402
 from grpo_train.models import SMOLLM2, resolve_model  # noqa: E402
 from grpo_train.rollout import HFEngine, SamplingSpec, VLLMEngine, hf_weights, rollout_seed  # noqa: E402
 
@@ -50,9 +51,12 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--syncs", type=int, default=3, help="weight syncs timed (the median is reported)")
-    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
-                        help="both engines' weights and activations (bf16 as the demo)")
+    parser.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
+                        help="both engines' weights and activations; auto: bfloat16 where bf16 matmuls are native, "
+                        "else float32, as the demo")
     args = parser.parse_args()
+    if args.dtype == "auto":
+        args.dtype = "bfloat16" if native_bf16() else "float32"
 
     path = resolve_model(SMOLLM2)
     load_before = os.getloadavg()[0]  # other jobs on the machine slow both engines down; recorded for context

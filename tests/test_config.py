@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_train.config import Config, ConfigError, field_docs, load_config, save_config, to_dict
+from grpo_train.config import Config, ConfigError, cpu_has_native_bf16, field_docs, load_config, save_config, to_dict
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -37,6 +37,24 @@ def test_there_is_a_tiny_cpu_config():
 def test_defaults_without_a_file():
     cfg = load_config(None)
     assert cfg.algorithm.group_size == 8 and cfg.run.seed == 0 and cfg.run.output_dir == "runs/default"
+
+
+def test_cpu_bf16_flag_detection():
+    assert not cpu_has_native_bf16("flags\t\t: fpu sse2 avx2 avx512f avx512_vnni avx512bw\n")
+    assert cpu_has_native_bf16("flags\t\t: avx512f avx512_bf16 avx512_vnni\n")
+    assert cpu_has_native_bf16("flags\t\t: avx512f amx_bf16 amx_tile amx_int8\n")
+    assert not cpu_has_native_bf16("flags\t\t: avx512_bf16x amx_bf16_future\n")  # whole flags only
+    assert not cpu_has_native_bf16("")
+
+
+@pytest.mark.parametrize("native, expected", [(True, ("bfloat16", "bf16")), (False, ("float32", "fp32"))])
+def test_auto_precision_resolves_per_machine(tmp_path, monkeypatch, native, expected):
+    monkeypatch.setattr("grpo_train.config.native_bf16", lambda: native)
+    cfg = load_config(write(tmp_path, "model:\n  dtype: auto\nlearner:\n  precision: auto\n"))
+    assert (cfg.model.dtype, cfg.learner.precision) == expected
+    # an explicit value is kept whatever the machine; the two keys resolve independently
+    cfg = load_config(None, ["model.dtype=bfloat16", "learner.precision=auto"])
+    assert (cfg.model.dtype, cfg.learner.precision) == ("bfloat16", expected[1])
 
 
 def test_yaml_holds_only_differences(tmp_path):

@@ -244,7 +244,10 @@ def test_shared_prompt_forward_equals_the_full_forward_with_gradients(tiny_path,
     torch.testing.assert_close(shared[1], plain[1], atol=1e-5, rtol=1e-5)
     assert shared[2].keys() == plain[2].keys() and len(plain[2]) > 10
     for name in plain[2]:
-        torch.testing.assert_close(shared[2][name], plain[2][name], atol=1e-5, rtol=1e-4, msg=name)
+        # Summation order differs between the two paths, so rounding scales with the largest entries (embedding
+        # rows collect many tokens' terms): the tolerance is relative to the tensor's scale, not each entry's.
+        scale = max(1.0, plain[2][name].abs().max().item())
+        torch.testing.assert_close(shared[2][name], plain[2][name], atol=1e-5 * scale, rtol=1e-4, msg=name)
 
 
 @pytest.mark.parametrize("stage", [0, 3])

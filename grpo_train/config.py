@@ -395,12 +395,17 @@ def resolve_auto_precision(cfg: Config) -> Config:
     so the run's saved config.yaml says what ran."""
     if "auto" not in (cfg.model.dtype, cfg.learner.precision):
         return cfg
-    bf16 = native_bf16()
+    dtype, precision = auto_precision()
     if cfg.model.dtype == "auto":
-        cfg.model.dtype = "bfloat16" if bf16 else "float32"
+        cfg.model.dtype = dtype
     if cfg.learner.precision == "auto":
-        cfg.learner.precision = "bf16" if bf16 else "fp32"
+        cfg.learner.precision = precision
     return cfg
+
+
+def auto_precision() -> tuple[str, str]:
+    """(model.dtype, learner.precision) that `auto` stands for on this machine."""
+    return ("bfloat16", "bf16") if native_bf16() else ("float32", "fp32")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from grpo_train.config import native_bf16  # noqa: E402
+from grpo_train.config import auto_precision  # noqa: E402
 from grpo_train.models import SMOLLM2, resolve_model  # noqa: E402
 from grpo_train.rollout import HFEngine, SamplingSpec, VLLMEngine, hf_weights, rollout_seed  # noqa: E402
 
@@ -56,7 +56,7 @@ def main() -> None:
                         "else float32, as the demo")
     args = parser.parse_args()
     if args.dtype == "auto":
-        args.dtype = "bfloat16" if native_bf16() else "float32"
+        args.dtype = auto_precision()[0]
 
     path = resolve_model(SMOLLM2)
     load_before = os.getloadavg()[0]  # other jobs on the machine slow both engines down; recorded for context

@@ -59,11 +59,9 @@ PROFILE_RATE_HZ = 20  # py-spy samples per second: enough for phase shares, litt
 
 def concrete_precision(precision: str) -> str:
     """"auto" -> what the demo's `learner.precision: auto` picks on this machine."""
-    from grpo_train.config import native_bf16
+    from grpo_train.config import auto_precision
 
-    if precision != "auto":
-        return precision
-    return "bf16" if native_bf16() else "fp32"
+    return auto_precision()[1] if precision == "auto" else precision
 
 
 def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: float) -> list[str]:
@@ -338,7 +336,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="steps run first and left out of the figures")
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
                         help="the learner's precision (the rollouts run in the same); auto: bf16 where bf16 "
-                        "matmuls are native (grpo_train.config.native_bf16), else fp32, as the demo")
+                        "matmuls are native (grpo_train.config.auto_precision), else fp32, as the demo")
     parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term (> 0: a reference model)")
     parser.add_argument("--nproc", type=int, default=1, help="trainer processes (torchrun when > 1); MFU only for 1")
     parser.add_argument("--profile", action="store_true",

@@ -18,6 +18,73 @@ PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.j
 GOAL_STEP_RATIO = 0.5  # ours / TRL
 GOAL_MFU = 0.45
 
+# ----------------------------------------------------------------------------------------------------
+# A projection on paper for Qwen2.5-7B on 8 H100s: published figures, stated assumptions, nothing measured there.
+
+H100 = {"bf16_dense_flops": 989e12, "hbm_bytes_per_s": 3.35e12, "nvlink_bytes_per_s": 450e9}  # SXM5, per GPU
+QWEN25_7B = {"params": 7.62e9, "layers": 28, "kv_heads": 4, "head_dim": 128}  # from its config.json
+PROJECTION_WORKLOAD = {"gpus": 8, "prompts_per_step": 128, "group_size": 8, "prompt_tokens": 256,
+                       "max_completion_tokens": 1024, "mean_completion_tokens": 512}
+DECODE_BANDWIDTH_EFFICIENCY = 0.6  # assumed share of HBM bandwidth a vLLM decode step reaches
+FALLBACK_MFU = 0.40  # assumed learner MFU when this run measured none
+
+
+def h100_projection(measured_mfu: float | None) -> dict:
+    """Seconds per phase of one GRPO step of Qwen2.5-7B on 8 H100s (ZeRO-3 learner, one colocated vLLM per GPU).
+
+    Rollout: decoding is memory-bound, so each decoding step reads the bf16 weights once plus the key/value cache
+    of every running sequence; completion lengths are taken as uniform on [0, max] (mean max / 2), so the batch
+    thins out linearly. Prefill (the prompt once per group, prefix-cached) is compute-bound at peak.
+    Learner: 6 * params * tokens for the update plus 2 * params * tokens for the reference model's K3 forward,
+    prompts counted once per group (learner.share_prompts), at the MFU measured here on this CPU (an assumption:
+    the same fraction of peak on the GPU). Sync: each GPU gathers the 7/8 of the bf16 weights it does not hold.
+    """
+    w, m = PROJECTION_WORKLOAD, QWEN25_7B
+    weight_bytes = 2 * m["params"]
+    kv_bytes_per_token = 2 * m["layers"] * m["kv_heads"] * m["head_dim"] * 2  # K and V, bf16
+    seqs_per_gpu = w["prompts_per_step"] * w["group_size"] // w["gpus"]
+    prompts_per_gpu = w["prompts_per_step"] // w["gpus"]
+    steps = w["max_completion_tokens"]
+    decode_s = 0.0
+    for t in range(steps):
+        running = seqs_per_gpu * (1 - t / steps)
+        cache_bytes = running * (w["prompt_tokens"] + t) * kv_bytes_per_token
+        memory_s = (weight_bytes + cache_bytes) / (H100["hbm_bytes_per_s"] * DECODE_BANDWIDTH_EFFICIENCY)
+        compute_s = 2 * m["params"] * running / H100["bf16_dense_flops"]  # below memory_s at these batch sizes
+        decode_s += max(memory_s, compute_s)
+    prefill_s = 2 * m["params"] * prompts_per_gpu * w["prompt_tokens"] / H100["bf16_dense_flops"]
+    completion_tokens = seqs_per_gpu * w["mean_completion_tokens"]
+    learner_tokens = completion_tokens + prompts_per_gpu * w["prompt_tokens"]
+    mfu = measured_mfu if measured_mfu else FALLBACK_MFU
+    update_s = 6 * m["params"] * learner_tokens / (H100["bf16_dense_flops"] * mfu)
+    ref_s = 2 * m["params"] * learner_tokens / (H100["bf16_dense_flops"] * mfu)
+    sync_s = weight_bytes * (w["gpus"] - 1) / w["gpus"] / H100["nvlink_bytes_per_s"]
+    phases = {"rollout_s": decode_s + prefill_s, "ref_logprobs_s": ref_s, "update_s": update_s, "sync_s": sync_s}
+    step_s = sum(phases.values())
+    return {"workload": w, "mfu_used": mfu, "mfu_source": "measured here" if measured_mfu else "assumed",
+            "decode_bandwidth_efficiency": DECODE_BANDWIDTH_EFFICIENCY, "phases_s": phases, "step_s": step_s,
+            "completion_tokens_per_s_per_gpu": completion_tokens / step_s}
+
+
+def measured_mfu(parts: dict[str, dict]) -> float | None:
+    return parts["step"]["mfu"]["mfu_median"] if "mfu" in parts.get("step", {}) else None
+
+
+def projection_lines(projection: dict) -> list[str]:
+    w, phases = projection["workload"], projection["phases_s"]
+    return ["## Projection (on paper, not measured): Qwen2.5-7B on 8 x H100", "",
+            f"{w['prompts_per_step']} prompts x G={w['group_size']} per step, prompts of {w['prompt_tokens']} tokens, "
+            f"completions up to {w['max_completion_tokens']} (mean {w['mean_completion_tokens']}), ZeRO-3 over "
+            f"{w['gpus']} GPUs, one colocated vLLM per GPU, K3 KL on. Published figures: 989 TFLOP/s bf16 dense, "
+            f"3.35 TB/s HBM, 450 GB/s NVLink per direction. Assumed: decoding at "
+            f"{100 * projection['decode_bandwidth_efficiency']:.0f}% of HBM bandwidth (memory-bound), learner at "
+            f"{100 * projection['mfu_used']:.0f}% MFU ({projection['mfu_source']}).", "",
+            _row("phase", "projected s per step"), _row("---", "---"),
+            *[_row(k.removesuffix("_s"), f"{v:.1f}") for k, v in phases.items()],
+            _row("**step**", f"**{projection['step_s']:.1f}**"), "",
+            f"Projected: **{projection['completion_tokens_per_s_per_gpu']:.0f} completion tokens/s per GPU** "
+            f"(a PROJECTION from the formulas in scripts/bench_report.py, not a measurement).", ""]
+
 
 def load_parts(folder: Path) -> dict[str, dict]:
     return {name: json.loads((folder / file).read_text()) for name, file in PARTS.items() if (folder / file).exists()}
@@ -68,7 +135,10 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                       f"tokens only. Useful tokens/step (median): "
                       f"{sorted(m['useful_tokens_per_step'])[len(m['useful_tokens_per_step']) // 2]}, prompts "
                       f"counted {m['prompt_tokens_counted']}.", ""]
-    if "step" in parts and "step_2proc" in parts:
+    if "step" in parts and "step_2proc" in parts and parts["step"]["setting"] != parts["step_2proc"]["setting"]:
+        lines += ["## Scaling on this machine (torchrun)", "",
+                  "Not comparable: step.json and step-2proc.json ran different settings.", ""]
+    elif "step" in parts and "step_2proc" in parts:
         one, two = parts["step"]["ours"]["median_step_s"], parts["step_2proc"]["ours"]["median_step_s"]
         lines += ["## Scaling on this machine (torchrun)", "", _row("processes", "median step s", "speed-up"),
                   _row("---", "---", "---"), _row(1, f"{one:.2f}", "1.00"), _row(2, f"{two:.2f}", f"{one / two:.2f}"),
@@ -92,6 +162,7 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                   f"vLLM {r['vllm_tokens_per_s']} tokens/s, transformers generate {r['hf_tokens_per_s']} tokens/s "
                   f"({r['vllm_over_hf']}x); weight sync {r['weight_sync_s']:.2f} s "
                   f"({100 * r['weight_sync_fraction_of_rollout_batch']:.1f}% of the rollout batch).", ""]
+    lines += projection_lines(h100_projection(measured_mfu(parts)))
     if "verifier" in parts:
         v = parts["verifier"]
         lines += ["## Verifier", "",
@@ -105,7 +176,8 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
 def main() -> None:
     parts = load_parts(BENCH)
     lines = report_lines(parts)
-    (BENCH / "results.json").write_text(json.dumps(parts, indent=2) + "\n")
+    results = {**parts, "h100_projection": h100_projection(measured_mfu(parts))}
+    (BENCH / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (BENCH / "results.md").write_text("\n".join(lines))
     print("\n".join(lines))
     print(f"wrote {BENCH / 'results.json'} and {BENCH / 'results.md'}")

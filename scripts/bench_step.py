@@ -19,9 +19,10 @@ utilisation, MFU = 6 * trainable params * useful tokens / update time / peak. Us
 update computes, without padding: completion tokens (`train/completion_len_mean` * rollouts) plus prompt tokens,
 counted once per micro-batch per distinct prompt with learner.share_prompts (once per completion without it),
 from replaying the seeded prompt order (the same sampler and renderer as the trainer). The peak is the machine's
-matmul rate measured in this run: 2048 x 2048 matmuls in bf16 and fp32 on 2 torch threads, best of three 1 s
-windows, before and after the training run (the higher of the two is used, since other jobs on the machine can
-only slow it down; under such load the MFU is not meaningful). 6 * params * tokens counts the output head (tied
+matmul rate measured in this run: 2048 x 2048 matmuls in the learner's dtype on 2 torch threads, best of three 1 s
+windows, before and after the training run (the other dtype is only probed at 512 x 512: a bf16 matmul without
+native bf16 support runs at ~1 GFLOP/s); the higher of the two is used, since other jobs on the machine can
+only slow it down (under such load the MFU is not meaningful). 6 * params * tokens counts the output head (tied
 to the embedding: 28 M of SmolLM2's 135 M parameters) on every token, while the learner projects only the
 completion positions onto the vocabulary, so that MFU flatters the update; a second figure counts the head on
 completion tokens only.
@@ -64,9 +65,12 @@ def concrete_precision(precision: str) -> str:
     return auto_precision()[1] if precision == "auto" else precision
 
 
-def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: float) -> list[str]:
-    """Dotted overrides of the demo config for a benchmark run: no eval, no samples, only the steps."""
-    return [
+def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: float,
+                    prompts_per_step: int = 0) -> list[str]:
+    """Dotted overrides of the demo config for a benchmark run: no eval, no samples, only the steps
+    (`prompts_per_step` > 0 replaces the demo's 8 prompts per step)."""
+    smaller = [f"algorithm.prompts_per_step={prompts_per_step}"] if prompts_per_step else []
+    return [*smaller,
         f"run.output_dir={run_dir}",
         f"run.steps={total_steps}",
         "run.eval_size=0",
@@ -80,14 +84,14 @@ def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: fl
     ]
 
 
-def load_bench_config(run_dir: Path, total_steps: int, precision: str, kl_coef: float):
+def load_bench_config(run_dir: Path, total_steps: int, precision: str, kl_coef: float, prompts_per_step: int = 0):
     from grpo_train.config import load_config
 
-    return load_config(DEMO_CONFIG, bench_overrides(run_dir, total_steps, precision, kl_coef))
+    return load_config(DEMO_CONFIG, bench_overrides(run_dir, total_steps, precision, kl_coef, prompts_per_step))
 
 
 def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float, nproc: int = 1,
-             profile: Path | None = None) -> list[dict]:
+             profile: Path | None = None, prompts_per_step: int = 0) -> list[dict]:
     """Train `total_steps` steps in a fresh subprocess (torchrun with `nproc` processes when > 1); returns the
     metrics.jsonl rows of the steps (step >= 1). With `profile`, py-spy samples the run into that file.
 
@@ -102,7 +106,7 @@ def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float, np
     if nproc > 1:
         launcher = [str(Path(sys.executable).parent / "torchrun"), "--standalone", f"--nproc-per-node={nproc}"]
     command = [*launcher, "-m", "grpo_train", "--config", str(DEMO_CONFIG),
-               *bench_overrides(run_dir, total_steps, precision, kl_coef)]
+               *bench_overrides(run_dir, total_steps, precision, kl_coef, prompts_per_step)]
     if profile is not None:
         command = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate",
                    str(PROFILE_RATE_HZ), "--output", str(profile), "--", *command]
@@ -189,8 +193,13 @@ def matmul_peak_gflops(dtype_name: str, size: int = 2048, windows: int = 3, seco
     return max(rates)
 
 
-def measure_peaks() -> dict[str, float]:
-    return {dtype: round(matmul_peak_gflops(dtype), 1) for dtype in ("bf16", "fp32")}
+PROBE_SIZE = 512  # the other dtype's matmul: on CPUs without native bf16 a 2048^2 bf16 matmul takes over a minute
+
+
+def measure_peaks(precision: str) -> dict[str, float]:
+    """The learner's dtype at 2048^2 (the MFU's denominator); the other dtype only probed, at 512^2."""
+    return {dtype: round(matmul_peak_gflops(dtype) if dtype == precision else
+                         matmul_peak_gflops(dtype, size=PROBE_SIZE, windows=1), 1) for dtype in ("bf16", "fp32")}
 
 
 def output_head_params(model_path: str) -> int:
@@ -233,8 +242,9 @@ def summarise_profile(raw: Path, top: int = 8) -> dict:
         if not any(name == "train" and path.endswith("grpo_train/trainer.py") for name, path in frames):
             outside += int(count)  # start-up, imports, the final checkpoint
             continue
+        # py-spy names methods "Class.method" (recent versions) or "method" (older ones)
         phase = next((label for name, path in frames for label, fn, module in PHASE_FRAMES
-                      if name == fn and path.endswith(module)), "other (loop)")
+                      if name.rpartition(".")[2] == fn and path.endswith(module)), "other (loop)")
         phase_samples[phase] = phase_samples.get(phase, 0) + int(count)
         leaf = "{} ({})".format(*frames[-1])
         leaves.setdefault(phase, {})[leaf] = leaves.setdefault(phase, {}).get(leaf, 0) + int(count)
@@ -306,9 +316,10 @@ def print_table(result: dict) -> None:
         print(f"  {phase.removesuffix('_s'):<12}{seconds:>10.2f}{100 * s['breakdown_share_of_step'][phase]:>7.1f}%")
     print(f"  {'step':<12}{s['median_step_s']:>10.2f}")
     peaks = result["peak_gflops"]
-    print(f"  matmul peak (2048^2, {PEAK_THREADS} threads): bf16 {peaks['bf16']:.0f} GFLOP/s, "
-          f"fp32 {peaks['fp32']:.0f} GFLOP/s (higher of before {result['peak_gflops_before']} "
-          f"and after {result['peak_gflops_after']})")
+    other = "fp32" if result["precision"] == "bf16" else "bf16"
+    print(f"  matmul peak ({PEAK_THREADS} threads): {result['precision']} {peaks[result['precision']]:.0f} GFLOP/s at "
+          f"2048^2 (higher of before {result['peak_gflops_before']} and after {result['peak_gflops_after']}); "
+          f"{other} {peaks[other]:.1f} GFLOP/s at {PROBE_SIZE}^2")
     if "mfu" in result:
         m = result["mfu"]
         print(f"  learner MFU ({result['precision']} peak): {100 * m['mfu_median']:.1f}%  "
@@ -341,6 +352,9 @@ def main() -> None:
     parser.add_argument("--nproc", type=int, default=1, help="trainer processes (torchrun when > 1); MFU only for 1")
     parser.add_argument("--profile", action="store_true",
                         help="sample the run with py-spy and summarise it (the step times then include its load)")
+    parser.add_argument("--prompts-per-step", type=int, default=0,
+                        help="prompts per step instead of the demo's 8 (G stays 8); make bench uses 4 for the "
+                        "2-process and profile runs")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.precision = concrete_precision(args.precision)
@@ -351,12 +365,13 @@ def main() -> None:
     load_before = os.getloadavg()[0]  # other jobs on the 2 cores slow everything down; recorded for context
     total_steps = args.warmup + args.steps
     run_dir = BENCH / "runs" / args.out.stem
-    cfg = load_bench_config(run_dir, total_steps, args.precision, args.kl_coef)
+    cfg = load_bench_config(run_dir, total_steps, args.precision, args.kl_coef, args.prompts_per_step)
     model_path = resolve_model(cfg.model.name_or_path)
     raw_profile = run_dir.with_suffix(".pyspy.txt") if args.profile else None
-    peaks_before = measure_peaks()
-    rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef, nproc=args.nproc, profile=raw_profile)
-    peaks_after = measure_peaks()
+    peaks_before = measure_peaks(args.precision)
+    rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef, nproc=args.nproc, profile=raw_profile,
+                    prompts_per_step=args.prompts_per_step)
+    peaks_after = measure_peaks(args.precision)
     peaks = {dtype: max(peaks_before[dtype], peaks_after[dtype]) for dtype in peaks_before}
     result = {
         "setting": {"model": cfg.model.name_or_path, "prompts_per_step": cfg.algorithm.prompts_per_step,

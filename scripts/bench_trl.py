@@ -8,9 +8,10 @@ The first run creates bench/.venv-trl (TRL pinned below, on our exact CPU stack 
 reported apart and never measured as a step.
 
 Both trainers do the same work per step, on the setting of scripts/bench_step.py (the demo config with the KL term
-on): the same 8 prompts (our seeded prompt order, rendered with our 3-shot chat template; TRL gets the rendered
-strings and tokenizes them to the same ids, which is checked), G = 8 completions each of at most 64 tokens at
-temperature 1, reward = accuracy by our verifier (`grpo_train.verifier.is_correct`), group-normalised advantages,
+on; `--prompts-per-step` makes both smaller): the same 8 prompts (our seeded prompt order, rendered with our
+3-shot chat template; TRL gets the rendered strings and tokenizes them to the same ids, which is checked),
+G = 8 completions each of at most 64 tokens at temperature 1, reward = accuracy by our verifier
+(`grpo_train.verifier.is_correct`), group-normalised advantages,
 the token-level clipped surrogate (TRL loss_type "dapo" = our token_mean) with beta * K3 KL to a reference model
 (TRL `use_bias_correction_kl=False`, as ours), the same lr and AdamW, gradient clipping 1.0, and one optimizer
 update over the 64 completions in the config's micro-batches (16: TRL per_device_train_batch_size 16,
@@ -194,7 +195,7 @@ def alternate_runs(args, prompts: list[dict], settings: dict) -> tuple[list[dict
     for round_index in range(args.rounds):
         started = time.perf_counter()
         rows = run_ours(BENCH / "runs" / f"trl-ours-{round_index}", settings["total_steps"], args.precision,
-                        args.kl_coef)
+                        args.kl_coef, prompts_per_step=args.prompts_per_step)
         ours_runs.append({"rows": rows, "wall_s": round(time.perf_counter() - started, 1)})
         print(f"round {round_index}: ours {[round(r['perf/step_s'], 1) for r in rows]} s/step", flush=True)
         while True:
@@ -284,7 +285,8 @@ def parent_main(args) -> None:
     load_before = os.getloadavg()[0]  # other jobs on the 2 cores slow both trainers; recorded for context
     install_s = ensure_trl_venv()
     total_steps = args.warmup + args.steps
-    cfg = load_bench_config(BENCH / "runs" / "trl-ours", total_steps, args.precision, args.kl_coef)
+    cfg = load_bench_config(BENCH / "runs" / "trl-ours", total_steps, args.precision, args.kl_coef,
+                            args.prompts_per_step)
     prompts = shared_prompts(cfg, total_steps)
     settings = trl_settings(cfg, args.precision, total_steps)
     ours_runs, trl_runs, colocate = alternate_runs(args, prompts, settings)
@@ -490,6 +492,9 @@ def main() -> None:
     parser.add_argument("--trl-generation", choices=("auto", *TRL_GENERATIONS), default="auto",
                         help="auto: vLLM colocate as shipped, then with our weight-sync adapter, then transformers "
                         "generate, each only if the one before failed")
+    parser.add_argument("--prompts-per-step", type=int, default=0,
+                        help="prompts per step instead of the demo's 8 (G stays 8): a TRL step of 8 x 8 takes ~6 min "
+                        "here, so make bench compares at 2 x 8")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # internal: run TRL (in the TRL venv)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)

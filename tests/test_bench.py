@@ -20,9 +20,9 @@ def test_profile_summary_attributes_samples_to_phases(tmp_path):
     raw = tmp_path / "profile.txt"
     raw.write_text("\n".join([
         "<module> (grpo_train/__main__.py:5);_find_and_load (<frozen importlib._bootstrap>:1176) 40",  # start-up
-        f"{LOOP};generate (grpo_train/rollout.py:160);step (vllm/v1/engine/llm_engine.py:300) 30",
+        f"{LOOP};VLLMEngine.generate (grpo_train/rollout.py:160);step (vllm/v1/engine/llm_engine.py:300) 30",
         f"{LOOP};update (grpo_train/learner.py:380);backward (torch/_tensor.py:600) 45",
-        f"{LOOP};update (grpo_train/learner.py:380);forward (torch/nn/modules/linear.py:130) 15",
+        f"{LOOP};Learner.update (grpo_train/learner.py:380);forward (torch/nn/modules/linear.py:130) 15",
         # the sync check inside the loop calls generate: the outermost phase frame decides
         f"{LOOP};load_weights (grpo_train/rollout.py:200);generate (grpo_train/rollout.py:160) 5",
         f"{LOOP};save_checkpoint (grpo_train/checkpoint.py:90) 5",
@@ -58,3 +58,22 @@ def test_report_checks_the_goals():
     assert "Not run (no result file): verifier.json, rollout.json, step.json" in text
     trl_part["ours"]["median_step_s"] = 30.0
     assert "**0.75x** (goal <= 0.5x: not met)" in "\n".join(bench_report.report_lines({"trl": trl_part}))
+
+
+def test_h100_projection_matches_hand_worked_figures():
+    """Qwen2.5-7B, 16 prompts x 8 completions per GPU (prompt 256, completions uniform on [0, 1024]), MFU 0.4.
+
+    Update: 6 * 7.62e9 * (128 * 512 + 16 * 256 = 69632 tokens) / (989e12 * 0.4) = 8.047 s; the reference forward is
+    a third of it. Decode: 1024 steps reading 15.24 GB of weights at 0.6 * 3.35 TB/s = 7.76 s, plus the cache:
+    128 * 57344 B * (256/2 + 1024/6) per step on average = 2.192 GB -> 1.117 s; prefill 16 * 256 tokens at peak
+    = 0.063 s: rollout 8.94 s.
+    """
+    p = bench_report.h100_projection(0.4)
+    assert p["phases_s"]["update_s"] == pytest.approx(8.047, rel=1e-3)
+    assert p["phases_s"]["ref_logprobs_s"] == pytest.approx(p["phases_s"]["update_s"] / 3)
+    assert p["phases_s"]["rollout_s"] == pytest.approx(7.76 + 1.117 + 0.063, rel=3e-3)
+    assert p["completion_tokens_per_s_per_gpu"] == pytest.approx(128 * 512 / p["step_s"])
+    assert p["mfu_source"] == "measured here"
+    assert bench_report.h100_projection(None)["mfu_used"] == bench_report.FALLBACK_MFU
+    text = "\n".join(bench_report.report_lines({}))
+    assert "Projection (on paper, not measured)" in text and "40% MFU (assumed)" in text

@@ -30,15 +30,15 @@ demo:
 	$(BIN)/grpo-train --config configs/smollm2-arith-demo.yaml
 
 # The benchmarks one after another (never two at once: they time the same 2 cores), then the report:
-# bench/results.json and bench/results.md. About 26 minutes here; the first run also builds TRL's venv (~4 min).
-# Smaller than the demo's 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step, its
-# 2-process scaling and its profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
+# bench/results.json and bench/results.md. About 28 minutes here, plus ~3 minutes the first time to build TRL's
+# venv. Smaller than the demo's 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step,
+# its 2-process run and its profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
 bench: bench-verifier
-	$(BIN)/python scripts/bench_rollout.py --prompts 8
+	$(BIN)/python scripts/bench_rollout.py --prompts 4
 	$(BIN)/python scripts/bench_trl.py --rounds 1 --warmup 1 --steps 5 --prompts-per-step 2
 	$(BIN)/python scripts/bench_step.py --warmup 1 --steps 3 --prompts-per-step 4
-	$(BIN)/python scripts/bench_step.py --nproc 2 --warmup 1 --steps 2 --prompts-per-step 4 --out bench/step-2proc.json
-	$(BIN)/python scripts/bench_step.py --profile --warmup 1 --steps 1 --prompts-per-step 4 --out bench/profile.json
+	$(BIN)/python scripts/bench_step.py --nproc 2 --warmup 1 --steps 1 --prompts-per-step 4 --out bench/step-2proc.json
+	$(BIN)/python scripts/bench_step.py --profile --warmup 0 --steps 1 --prompts-per-step 4 --out bench/profile.json
 	$(BIN)/python scripts/bench_report.py
 
 bench-verifier:

@@ -135,14 +135,14 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                       f"tokens only. Useful tokens/step (median): "
                       f"{sorted(m['useful_tokens_per_step'])[len(m['useful_tokens_per_step']) // 2]}, prompts "
                       f"counted {m['prompt_tokens_counted']}.", ""]
-    if "step" in parts and "step_2proc" in parts and parts["step"]["setting"] != parts["step_2proc"]["setting"]:
-        lines += ["## Scaling on this machine (torchrun)", "",
-                  "Not comparable: step.json and step-2proc.json ran different settings.", ""]
-    elif "step" in parts and "step_2proc" in parts:
-        one, two = parts["step"]["ours"]["median_step_s"], parts["step_2proc"]["ours"]["median_step_s"]
-        lines += ["## Scaling on this machine (torchrun)", "", _row("processes", "median step s", "speed-up"),
-                  _row("---", "---", "---"), _row(1, f"{one:.2f}", "1.00"), _row(2, f"{two:.2f}", f"{one / two:.2f}"),
-                  ""]
+    if "step" in parts and "step_2proc" in parts:
+        lines += ["## Scaling on this machine (torchrun)", ""]
+        if parts["step"]["setting"] != parts["step_2proc"]["setting"]:
+            lines += ["Not comparable: step.json and step-2proc.json ran different settings.", ""]
+        else:
+            one, two = parts["step"]["ours"]["median_step_s"], parts["step_2proc"]["ours"]["median_step_s"]
+            lines += [_row("processes", "median step s", "speed-up"), _row("---", "---", "---"),
+                      _row(1, f"{one:.2f}", "1.00"), _row(2, f"{two:.2f}", f"{one / two:.2f}"), ""]
     if "profile" in parts:
         p = parts["profile"]["profile"]
         lines += ["## Profile of our step (py-spy)", "",

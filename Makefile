@@ -30,9 +30,10 @@ demo:
 	$(BIN)/grpo-train --config configs/smollm2-arith-demo.yaml
 
 # The benchmarks one after another (never two at once: they time the same 2 cores), then the report:
-# bench/results.json and bench/results.md. About 28 minutes here, plus ~3 minutes the first time to build TRL's
-# venv. Smaller than the demo's 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step,
-# its 2-process run and its profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
+# bench/results.json and bench/results.md. 31 min from a clean clone here, of which 3 min built TRL's venv by
+# reinstalling the whole stack; TRL's venv now layers TRL alone on ours (~30 s). Smaller than the demo's
+# 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step, its 2-process run and its
+# profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
 bench: bench-verifier
 	$(BIN)/python scripts/bench_rollout.py --prompts 4
 	$(BIN)/python scripts/bench_trl.py --rounds 1 --warmup 1 --steps 5 --prompts-per-step 2

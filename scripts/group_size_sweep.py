@@ -16,7 +16,8 @@ step 0, every run.eval_every steps and at the end. It reports the mean accuracy 
 Student-t interval at each eval step, marks the empirical best G per step, and puts the advisor's G* next to
 it: read from --advisor-json, or computed first by `python -m grpo_train.advisor --config F --budget N`
 (written to <out>/advisor/advice.json). A run whose metrics already hold its final eval is not run again, so
-an interrupted sweep continues where it stopped. Writes sweep.json and sweep.png to --out.
+an interrupted sweep continues where it stopped (runs go seed by seed, every G for a seed before the next seed);
+`--report-only` summarises what --out holds without training. Writes sweep.json and sweep.png to --out.
 
 Deviations from the paper: 5 seeds and G up to 128 on GSM8K with a 1.5B model there; here a 135M model on the
 synthetic arithmetic set, a handful of steps and seeds (CPU), so the intervals are wide.
@@ -78,6 +79,8 @@ def advisor_group_size(args: argparse.Namespace, out: Path) -> dict | None:
     if args.advisor_json == "none":
         return None
     path = Path(args.advisor_json) if args.advisor_json else out / "advisor" / "advice.json"
+    if args.report_only and not path.exists():
+        return None
     if not path.exists():
         command = [sys.executable, "-m", "grpo_train.advisor", "--config", args.config, "--budget",
                    str(args.budget), "--candidates", ",".join(map(str, args.group_sizes)),
@@ -116,6 +119,11 @@ def print_table(table: dict[str, dict], group_sizes: list[int], budget: int, adv
             mark = "*" if g == row["best_group_size"] else " "
             cells.append(f"{cell['mean']:.3f}+-{cell['half_width']:.3f}{mark}" if cell else "-")
         print(f"{step:>5} " + " ".join(f"{c:>17}" for c in cells) + f" {row['best_group_size']:>7}")
+    most = max(cell["seeds"] for row in table.values() for cell in row["by_group_size"].values())
+    fewer = [f"G={g} step {step} ({cell['seeds']})" for step, row in table.items()
+             for g, cell in row["by_group_size"].items() if cell["seeds"] < most]
+    if fewer:
+        print(f"cells with fewer than {most} seeds: " + ", ".join(fewer))
     print(f"advisor's G* = {advised if advised is not None else 'n/a'}; empirical best G at the last step = "
           f"{list(table.values())[-1]['best_group_size']}")
 
@@ -164,6 +172,9 @@ def main() -> None:
     parser.add_argument("--advisor-json", default="",
                         help="the advisor's advice.json; 'none' to skip the advisor")
     parser.add_argument("--out", default="runs/group_size_sweep")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: summarise the runs already in --out (a missing or unfinished run counts "
+                             "at the eval steps it logged; each cell records its number of seeds)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
     args = parser.parse_args()
     args.group_sizes = [int(g) for g in args.group_sizes.split(",")]
@@ -187,7 +198,7 @@ def main() -> None:
             overrides = [*args.overrides, f"algorithm.group_size={g}",
                          f"algorithm.prompts_per_step={args.budget // g}", f"run.seed={seed}"]
             print(f"G = {g}, B = {args.budget // g}, seed {seed}", flush=True)
-            seconds = run_training(args.config, overrides, run_dir, cfg.run.steps)
+            seconds = None if args.report_only else run_training(args.config, overrides, run_dir, cfg.run.steps)
             if seconds is not None:
                 wall[run_dir.name] = round(seconds, 1)
             accuracy.setdefault(g, {})[seed] = eval_accuracy(run_dir)

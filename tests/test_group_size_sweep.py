@@ -70,3 +70,22 @@ def test_plot_writes_png(tmp_path):
     table = group_size_sweep.summarise({2: {0: {0: 0.1, 4: 0.2}}, 4: {0: {0: 0.1, 4: 0.3}}})
     group_size_sweep.plot(table, [2, 4], advised=4, path=tmp_path / "sweep.png")
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_only_summarises_existing_runs_without_training(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sweep"
+    write_metrics(out / "G2-seed0", [{"step": 0, "eval/accuracy": 0.1}, {"step": 2, "eval/accuracy": 0.3}])
+    write_metrics(out / "G2-seed1", [{"step": 0, "eval/accuracy": 0.1}, {"step": 2, "eval/accuracy": 0.2}])
+    write_metrics(out / "G4-seed0", [{"step": 0, "eval/accuracy": 0.1}])  # cut short before its final eval
+    monkeypatch.setattr(sys, "argv", ["group_size_sweep.py", "--config", str(REPO / "configs/tiny-cpu.yaml"),
+                                      "--budget", "8", "--group-sizes", "2,4", "--seeds", "0,1", "--out", str(out),
+                                      "--advisor-json", "none", "--report-only", "run.steps=2"])
+    group_size_sweep.main()
+    record = json.loads((out / "sweep.json").read_text())
+    assert record["run_wall_s"] == {}  # nothing was trained
+    assert not (out / "G4-seed1").exists()
+    final = record["table"]["2"]
+    assert final["by_group_size"]["2"]["seeds"] == 2 and final["by_group_size"]["2"]["mean"] == pytest.approx(0.25)
+    assert "4" not in final["by_group_size"] and final["best_group_size"] == 2
+    assert record["table"]["0"]["by_group_size"]["4"]["seeds"] == 1
+    assert "G=4 step 0 (1)" in capsys.readouterr().out

@@ -75,13 +75,14 @@ def run_training(config: str, overrides: list[str], run_dir: Path, final_step: i
 
 
 def advisor_group_size(args: argparse.Namespace, out: Path) -> dict | None:
-    """The advisor's record (its json), computed with the sweep's config and budget unless given."""
+    """The advisor's record (its json), computed with the sweep's config and budget unless given (or unless
+    --report-only, which only reads it)."""
     if args.advisor_json == "none":
         return None
     path = Path(args.advisor_json) if args.advisor_json else out / "advisor" / "advice.json"
-    if args.report_only and not path.exists():
-        return None
     if not path.exists():
+        if args.report_only:  # report what is there: no advisor run either
+            return None
         command = [sys.executable, "-m", "grpo_train.advisor", "--config", args.config, "--budget",
                    str(args.budget), "--candidates", ",".join(map(str, args.group_sizes)),
                    "--out", str(path.parent), *args.overrides]

@@ -52,6 +52,8 @@ class ModelConfig:
                     "(bfloat16 where bf16 matmuls are native: a GPU, or a CPU with AVX512-BF16 or AMX; else float32)")
     max_model_len: int = _f(1024, "longest prompt + completion, in tokens")
     gradient_checkpointing: bool = _f(False, "recompute activations in backward to save memory")
+    attn_implementation: str = _f("sdpa", "the learner's attention kernel (transformers' attn_implementation): "
+                                  "sdpa, eager or flash_attention_2; vLLM picks its own")
     lora: LoraConfig = field(default_factory=LoraConfig, metadata={"doc": "LoRA adapters (rank 0 = off)"})
 
 
@@ -180,6 +182,7 @@ class Config:
 
 _CHOICES = {
     "model.dtype": ("float32", "bfloat16", "auto"),
+    "model.attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "data.template": ("chat", "fewshot", "raw"),
     "rollout.engine": ("vllm", "hf"),
     "algorithm.advantage": ("grpo", "dr_grpo", "rloo", "none"),

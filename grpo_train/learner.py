@@ -235,7 +235,9 @@ def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Te
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                     logits_to_keep=completion_len + 1, use_cache=False)
         logits = out.logits[:, :-1]  # [n, C, V]: position t predicts completion token t
-    logits = logits.float() / temperature  # the sampler drew from softmax(logits / T)
+    logits = logits.float()
+    if temperature != 1.0:  # the sampler drew from softmax(logits / T); skip a pass over [n, C, V] at T = 1
+        logits = logits / temperature
     log_probs = torch.log_softmax(logits, dim=-1)
     logp = log_probs.gather(-1, input_ids[:, -completion_len:].unsqueeze(-1)).squeeze(-1)
     entropy = None
@@ -298,7 +300,8 @@ class Learner:
         _forget_dead_deepspeed_groups()
         self.world = dist.get_world_size()
         self.device = _device()
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32,
+                                                     attn_implementation=cfg.model.attn_implementation)
         if cfg.model.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora = cfg.model.lora.rank > 0
@@ -334,7 +337,9 @@ class Learner:
         from transformers import AutoModelForCausalLM
 
         dtype = torch.bfloat16 if self.cfg.learner.precision == "bf16" else torch.float32
-        ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).eval().requires_grad_(False)
+        ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype,
+                                                   attn_implementation=self.cfg.model.attn_implementation)
+        ref = ref.eval().requires_grad_(False)
         if self.cfg.learner.zero_stage == 3:
             # Partition the frozen copy like the policy instead of holding it whole on every rank.
             ref_config = {"train_micro_batch_size_per_gpu": self.cfg.learner.micro_batch_size,

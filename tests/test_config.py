@@ -95,6 +95,7 @@ def test_overrides_convert_types(tmp_path):
         ("", ["algorithm.kl_coef=-0.01"], "algorithm.kl_coef"),
         ("", ["learner.zero_stage=4"], "learner.zero_stage"),
         ("", ["algorithm.advantage=ppo"], "algorithm.advantage"),  # not a choice
+        ("", ["model.attn_implementation=flash"], "model.attn_implementation"),
         ("", ["rollout.max_tokens=4096"], "rollout.max_tokens"),  # beyond the model length
         ("", ["algorithm.mini_batches=3"], "algorithm.mini_batches"),  # does not divide the batch
         ("", ["run.nonsense=1"], "run.nonsense"),

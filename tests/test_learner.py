@@ -143,8 +143,11 @@ def test_non_finite_loss_skips_the_step(tiny_path, stage):
 
 
 def test_kl_reference_copy_and_lora_reference(tiny_path):
-    full = Learner(make_cfg("algorithm.kl_coef=0.1", "learner.zero_stage=2"), tiny_path, total_optimizer_steps=4)
+    full = Learner(make_cfg("algorithm.kl_coef=0.1", "learner.zero_stage=2", "model.attn_implementation=eager"),
+                   tiny_path, total_optimizer_steps=4)
     assert full.ref is not None
+    # Both copies run the configured attention kernel (the default would be sdpa).
+    assert full.module.config._attn_implementation == full.ref.config._attn_implementation == "eager"
     batch = random_batch()
     ref_before = full.logprobs(batch, reference=True)
     full.update(batch)
@@ -218,13 +221,13 @@ def grouped_batch(seed=0, groups=2, group_size=3):
     return make_update_batch(prompts, completions, logps, torch.randn(len(prompts), generator=g), pad_id=2)
 
 
-@pytest.mark.parametrize("completion_width", [None, 1])
-def test_shared_prompt_forward_equals_the_full_forward_with_gradients(tiny_path, completion_width):
+@pytest.mark.parametrize(("completion_width", "attention"), [(None, "sdpa"), (1, "sdpa"), (None, "eager")])
+def test_shared_prompt_forward_equals_the_full_forward_with_gradients(tiny_path, completion_width, attention):
     from transformers import AutoModelForCausalLM
 
     from grpo_train.learner import token_logprobs
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32, attn_implementation=attention)
     batch = grouped_batch()
     if completion_width == 1:  # every completion one token long: only the prompt pass predicts
         batch = make_update_batch([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[10], [11], [12], [13]], [[-1.0]] * 4,

@@ -136,6 +136,10 @@ def deepspeed_config(cfg: LearnerConfig, world_size: int) -> dict:
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
+    if cfg.zero_stage == 1 and cfg.precision == "bf16":
+        # Sum micro-batch gradients in fp32: DeepSpeed then runs its bf16 optimizer (fp32 master weights), the same
+        # update as stage 2's; with bf16 sums it would take the ZeRO path that keeps them in bf16.
+        ds["data_types"] = {"grad_accum_dtype": "fp32"}
     if _on_gpu():
         ds["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.adam_betas),
                                                        "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}}

@@ -248,7 +248,8 @@ def step_mfu(row: dict, update_flops: float, peak_gflops: float) -> float:
 # The phase of a sample: the first of these (function, module) frames on its stack, outermost first.
 PHASE_FRAMES = (("rollout", "generate", "grpo_train/rollout.py"), ("reward", "verify", "grpo_train/evaluation.py"),
                 ("logprobs", "logprobs", "grpo_train/learner.py"), ("update", "update", "grpo_train/learner.py"),
-                ("sync", "load_weights", "grpo_train/rollout.py"))
+                ("sync", "load_weights", "grpo_train/rollout.py"),
+                ("checkpoint", "save_checkpoint", "grpo_train/checkpoint.py"))
 
 
 def _frame(text: str) -> tuple[str, str]:
@@ -268,7 +269,7 @@ def summarise_profile(raw: Path, top: int = 8) -> dict:
             continue
         frames = [_frame(f) for f in stack.split(";")]
         if not any(name == "train" and path.endswith("grpo_train/trainer.py") for name, path in frames):
-            outside += int(count)  # start-up, imports, the final checkpoint
+            outside += int(count)  # start-up and imports, before the loop
             continue
         # py-spy names methods "Class.method" (recent versions) or "method" (older ones)
         phase = next((label for name, path in frames for label, fn, module in PHASE_FRAMES

@@ -50,11 +50,17 @@ def test_cpu_bf16_flag_detection():
 @pytest.mark.parametrize("native, expected", [(True, ("bfloat16", "bf16")), (False, ("float32", "fp32"))])
 def test_auto_precision_resolves_per_machine(tmp_path, monkeypatch, native, expected):
     monkeypatch.setattr("grpo_train.config.native_bf16", lambda: native)
-    cfg = load_config(write(tmp_path, "model:\n  dtype: auto\nlearner:\n  precision: auto\n"))
+    cfg = load_config(write(tmp_path, "model:\n  dtype: auto\nlearner:\n  precision: auto\n  zero_stage: 1\n"))
     assert (cfg.model.dtype, cfg.learner.precision) == expected
     # an explicit value is kept whatever the machine; the two keys resolve independently
-    cfg = load_config(None, ["model.dtype=bfloat16", "learner.precision=auto"])
+    cfg = load_config(None, ["model.dtype=bfloat16", "learner.precision=auto", "learner.zero_stage=1"])
     assert (cfg.model.dtype, cfg.learner.precision) == ("bfloat16", expected[1])
+    # ZeRO stage 0 is refused with bf16, also when auto picks it (checked after auto is resolved)
+    if native:
+        with pytest.raises(ConfigError, match="learner.zero_stage: 0 with bf16"):
+            load_config(None, ["learner.precision=auto"])
+    else:
+        assert load_config(None, ["learner.precision=auto"]).learner.zero_stage == 0
 
 
 def test_yaml_holds_only_differences(tmp_path):
@@ -96,6 +102,7 @@ def test_overrides_convert_types(tmp_path):
         ("", ["learner.zero_stage=4"], "learner.zero_stage"),
         ("", ["algorithm.advantage=ppo"], "algorithm.advantage"),  # not a choice
         ("", ["model.attn_implementation=flash"], "model.attn_implementation"),
+        ("", ["learner.precision=bf16"], "learner.zero_stage"),  # stage 0 (the default) with bf16
         ("", ["rollout.max_tokens=4096"], "rollout.max_tokens"),  # beyond the model length
         ("", ["algorithm.mini_batches=3"], "algorithm.mini_batches"),  # does not divide the batch
         ("", ["run.nonsense=1"], "run.nonsense"),

@@ -142,6 +142,26 @@ def test_non_finite_loss_skips_the_step(tiny_path, stage):
     assert stats["skipped_step"] == 0.0 and all(torch.isfinite(v).all() for v in weights(learner).values())
 
 
+@pytest.mark.parametrize("stage", [1, 2])
+def test_bf16_updates_follow_the_fp32_updates(tiny_path, stage):
+    """Three steps in bf16 (fp32 master weights) move the weights as fp32 does, up to bf16 rounding. DeepSpeed's
+    bf16 path without ZeRO failed this (0.74x the fp32 step: a zero-gradient Adam step at start-up), which is why
+    the config refuses zero_stage 0 with bf16."""
+    deltas = {}
+    for precision, zero in (("fp32", 0), ("bf16", stage)):
+        learner = Learner(make_cfg(f"learner.zero_stage={zero}", f"learner.precision={precision}",
+                                   "learner.micro_batch_size=4"), tiny_path, total_optimizer_steps=4)
+        start = weights(learner)
+        deltas[precision] = []
+        for seed in range(3):
+            learner.update(random_batch(seed=seed))
+            deltas[precision].append({n: w.float() - start[n].float() for n, w in weights(learner).items()})
+    for bf16, fp32 in zip(deltas["bf16"], deltas["fp32"], strict=True):
+        norm = lambda d: sum(float((t**2).sum()) for t in d.values()) ** 0.5  # noqa: E731
+        assert norm(bf16) / norm(fp32) == pytest.approx(1.0, abs=0.02)
+        assert norm({n: bf16[n] - fp32[n] for n in fp32}) / norm(fp32) < 0.06  # bf16 rounding of the weights
+
+
 def test_kl_reference_copy_and_lora_reference(tiny_path):
     full = Learner(make_cfg("algorithm.kl_coef=0.1", "learner.zero_stage=2", "model.attn_implementation=eager"),
                    tiny_path, total_optimizer_steps=4)

@@ -31,9 +31,9 @@ demo:
 
 # The benchmarks one after another (never two at once: they time the same 2 cores), then the report:
 # bench/results.json and bench/results.md. From a clean clone: 11 min on a 2-core AMX Xeon (bf16), 31 min on a
-# 2-core AMD EPYC (fp32; 3 min of it built TRL's venv, which now layers TRL alone on ours, ~30 s). Smaller than the demo's
-# 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step, its 2-process run and its
-# profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
+# 2-core AMD EPYC (fp32; 3 min of it built TRL's venv, which now layers TRL alone on ours, ~30 s). Smaller than
+# the demo's 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step, its 2-process run
+# and its profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
 bench: bench-verifier
 	$(BIN)/python scripts/bench_rollout.py --prompts 4
 	$(BIN)/python scripts/bench_trl.py --rounds 1 --warmup 1 --steps 5 --prompts-per-step 2

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench_step import yardstick_text  # the producer of step.json words its own figures
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",
          "profile": "profile.json", "trl": "trl.json"}
@@ -135,11 +137,7 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                       f"{sorted(m['useful_tokens_per_step'])[len(m['useful_tokens_per_step']) // 2]}, prompts "
                       f"counted {m['prompt_tokens_counted']}.", ""]
             if "plain_pytorch_gflops" in m:
-                lines += [f"Yardstick: a plain PyTorch forward+backward of the same model (8 x 256 tokens, no "
-                          f"trainer) ran at {m['plain_pytorch_gflops']:.0f} GFLOP/s = "
-                          f"{100 * m['plain_pytorch_fraction_of_peak']:.1f}% of that peak; the update ran at "
-                          f"{m['learner_gflops_median']:.0f} GFLOP/s, "
-                          f"{m['learner_gflops_median'] / m['plain_pytorch_gflops']:.2f}x the plain pass.", ""]
+                lines += [yardstick_text(m), ""]
     if "step" in parts and "step_2proc" in parts:
         lines += ["## Scaling on this machine (torchrun)", ""]
         if parts["step"]["setting"] != parts["step_2proc"]["setting"]:

@@ -334,6 +334,15 @@ def summarise_mfu(rows: list[dict], prompt_tokens: list[int], cfg, params: int, 
     }
 
 
+def yardstick_text(mfu: dict) -> str:
+    """The plain-PyTorch yardstick next to the update's rate (also in bench_report's results.md)."""
+    return (f"Yardstick: a plain PyTorch forward+backward of the same model ({PLAIN_ROWS} x {PLAIN_LEN} tokens, no "
+            f"trainer) ran at {mfu['plain_pytorch_gflops']:.0f} GFLOP/s = "
+            f"{100 * mfu['plain_pytorch_fraction_of_peak']:.1f}% of the peak; the update ran at "
+            f"{mfu['learner_gflops_median']:.0f} GFLOP/s, "
+            f"{mfu['learner_gflops_median'] / mfu['plain_pytorch_gflops']:.2f}x the plain pass.")
+
+
 def print_table(result: dict) -> None:
     s, setting = result["ours"], result["setting"]
     print(f"\nour GRPO step, {setting['model']}, {setting['prompts_per_step']} prompts x G={setting['group_size']}, "
@@ -357,11 +366,7 @@ def print_table(result: dict) -> None:
               f"tokens/rollout)")
         print(f"  learner MFU counting the output head on completion tokens only: "
               f"{100 * m['mfu_head_on_completions_median']:.1f}%")
-        print(f"  plain PyTorch forward+backward of the same model ({PLAIN_ROWS} x {PLAIN_LEN} tokens, "
-              f"{result['precision']}): {m['plain_pytorch_gflops']:.0f} GFLOP/s = "
-              f"{100 * m['plain_pytorch_fraction_of_peak']:.1f}% of the peak; the learner's update "
-              f"{m['learner_gflops_median']:.0f} GFLOP/s = "
-              f"{m['learner_gflops_median'] / m['plain_pytorch_gflops']:.2f}x the plain pass")
+        print(f"  {yardstick_text(m)}")
         if m["mfu_median"] > 1:
             print("  MFU > 100%: the update ran faster than the measured matmul peak (other jobs loading the "
                   "machine during the peak loop); rerun on a quiet machine")
@@ -406,7 +411,6 @@ def main() -> None:
     rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef, nproc=args.nproc, profile=raw_profile,
                     prompts_per_step=args.prompts_per_step)
     peaks_after = measure_peaks(args.precision)
-    plain_gflops = plain_training_gflops(model_path, args.precision) if args.nproc == 1 else None
     peaks = {dtype: max(peaks_before[dtype], peaks_after[dtype]) for dtype in peaks_before}
     result = {
         "setting": {"model": cfg.model.name_or_path, "prompts_per_step": cfg.algorithm.prompts_per_step,
@@ -429,6 +433,7 @@ def main() -> None:
         result["mfu"] = summarise_mfu(rows, prompt_tokens_per_step(cfg, total_steps), cfg,
                                       trainable_params(model_path), output_head_params(model_path),
                                       peaks[args.precision], args.warmup)
+        plain_gflops = plain_training_gflops(model_path, args.precision)
         result["mfu"]["plain_pytorch_gflops"] = round(plain_gflops, 1)
         result["mfu"]["plain_pytorch_fraction_of_peak"] = round(plain_gflops / peaks[args.precision], 4)
         result["mfu"]["learner_gflops_median"] = round(

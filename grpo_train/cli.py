@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import platform
 import sys
 from pathlib import Path
 
@@ -50,7 +52,32 @@ def _print_config(cfg, explain: bool, gpu_gib: float) -> None:
     print(memory_report(cfg, world_size=world_size, gpu_memory_gib=gpu_gib))
 
 
+# glibc's mallopt parameters (malloc.h) and the values a training process sets.
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_HOST_MALLOC = {_M_MMAP_THRESHOLD: 32 * 2**20, _M_TRIM_THRESHOLD: 16 * 2**30, _M_TOP_PAD: 2**30}
+_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
+
+
+def keep_freed_host_memory() -> bool:
+    """Ask glibc to keep freed host memory for reuse instead of returning it to the kernel at once.
+
+    By default glibc serves blocks above 128 KiB-32 MiB with fresh mmaps and trims the heap as soon as 128 KiB
+    are free at its top, so on a CPU learner every micro-batch's activations and gradients page-fault their
+    memory in again. Timing the SmolLM2 update of a 4 x 8 batch in bf16 on 2 cores, six updates in a process:
+    4.7-5.3 s per update and 11-15 s of kernel time per run without this; with blocks up to 32 MiB from the heap,
+    no trimming below 16 GiB and the heap grown 1 GiB at a time, 4.1-4.5 s and 6-8 s. The process keeps its peak
+    memory until it ends instead of handing it back between micro-batches. It must run before torch allocates:
+    set after the imports it made no difference. Leaves glibc alone where the user set any MALLOC_* tuning
+    variable, and on anything but Linux/glibc. Returns whether it was applied.
+    """
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or any(v in os.environ for v in _MALLOC_ENV):
+        return False
+    libc = ctypes.CDLL("libc.so.6")
+    return all(libc.mallopt(param, value) == 1 for param, value in _HOST_MALLOC.items())
+
+
 def train_main(argv: list[str] | None = None) -> int:
+    keep_freed_host_memory()  # first: before torch is imported and allocates
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in SUBCOMMANDS:
         return SUBCOMMANDS[argv[0]](argv[1:])

@@ -239,16 +239,8 @@ def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Te
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                     logits_to_keep=completion_len + 1, use_cache=False)
         logits = out.logits[:, :-1]  # [n, C, V]: position t predicts completion token t
-    logits = logits.float()
-    if temperature != 1.0:  # the sampler drew from softmax(logits / T); skip a pass over [n, C, V] at T = 1
-        logits = logits / temperature
-    log_probs = torch.log_softmax(logits, dim=-1)
-    logp = log_probs.gather(-1, input_ids[:, -completion_len:].unsqueeze(-1)).squeeze(-1)
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = -(log_probs.exp() * log_probs).sum(-1)
-    return logp, entropy
+    # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
+    return algorithms.token_logprobs_from_logits(logits, input_ids[:, -completion_len:], temperature, with_entropy)
 
 
 def _completion_logits_shared_prompts(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor,
@@ -266,17 +258,21 @@ def _completion_logits_shared_prompts(model: torch.nn.Module, input_ids: Tensor,
     prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]
     distinct, row_prompt = torch.unique(torch.cat([prompt_ids, prompt_mask], 1), dim=0, return_inverse=True)
     distinct_ids, distinct_mask = distinct[:, :p], distinct[:, p:]
-    out = model(input_ids=distinct_ids, attention_mask=distinct_mask,
+    # The last completion token predicts nothing we score, so it is not fed.
+    completion_ids = input_ids[:, p:-1]
+    # One embedding lookup for both passes: each lookup's backward builds a dense [vocab, hidden] gradient.
+    embeds = model.get_input_embeddings()(torch.cat([distinct_ids.reshape(-1), completion_ids.reshape(-1)]))
+    prompt_embeds, completion_embeds = embeds.split([distinct_ids.numel(), completion_ids.numel()])
+    out = model(inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
                 position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
     first = out.logits[row_prompt]  # [n, 1, V]: the prompt's last position predicts completion token 0
     if completion_len == 1:
         return first
     cache = out.past_key_values
     cache.batch_select_indices(row_prompt)  # [distinct, ...] -> [n, ...], differentiable indexing
-    # The last completion token predicts nothing we score, so it is not fed.
     positions = prompt_mask.sum(1, keepdim=True) + torch.arange(completion_len - 1, device=input_ids.device)
-    rest = model(input_ids=input_ids[:, p:-1], attention_mask=attention_mask[:, :-1], position_ids=positions,
-                 past_key_values=cache, use_cache=True).logits  # [n, C - 1, V]
+    rest = model(inputs_embeds=completion_embeds.view(*completion_ids.shape, -1), attention_mask=attention_mask[:, :-1],
+                 position_ids=positions, past_key_values=cache, use_cache=True).logits  # [n, C - 1, V]
     return torch.cat([first, rest], 1)
 
 

@@ -94,7 +94,8 @@ def zero_variance_fraction(rewards: Tensor, group_size: int) -> Tensor:
 # ---------------------------------------------------------------------------------------------------
 # Rows of logits handled at once: ~4 MB of fp32 per chunk, so each chunk's passes (upcast, log-sum-exp, softmax,
 # entropy; in backward the softmax again) run in the cache instead of streaming [B, T, V] fp32 tensors through
-# memory several times (on 2 CPU cores that streaming took ~1.2 s of a 5.3 s SmolLM2 update).
+# memory several times. SmolLM2's update of a 4 x 8 bf16 batch on 2 CPU cores: 6.1 s with the full fp32
+# log-softmax, 4.7 s with this (0.18 s of it here, forward and backward).
 CHUNK_ELEMENTS = 2**20
 
 

@@ -120,6 +120,12 @@ def _row_chunks(rows: int, vocab: int) -> list[slice]:
     return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
 
 
+def _scaled_chunk(logits: Tensor, chunk: slice, temperature: float) -> Tensor:
+    """logits[chunk] / T in fp32. fp32 logits are not copied at T = 1, so callers must not write into the result."""
+    scaled = logits[chunk].float()
+    return scaled / temperature if temperature != 1.0 else scaled
+
+
 class _ChunkedTokenLogprobs(torch.autograd.Function):
     """logits [M, V], tokens [M] -> (logp [M], entropy [M] or an empty tensor); see token_logprobs_from_logits."""
 
@@ -130,9 +136,7 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         log_norm = torch.empty_like(logp)  # log-sum-exp of logits / T per row, kept for backward
         entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
         for chunk in _row_chunks(rows, vocab):
-            scaled = logits[chunk].float()  # fp32 logits are not copied: nothing below writes into `scaled`
-            if temperature != 1.0:
-                scaled = scaled / temperature
+            scaled = _scaled_chunk(logits, chunk, temperature)
             log_norm[chunk] = torch.logsumexp(scaled, -1)
             logp[chunk] = scaled.gather(-1, tokens[chunk, None]).squeeze(-1) - log_norm[chunk]
             if with_entropy:
@@ -152,9 +156,7 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         grad_logp = grad_logp.float()
         for chunk in _row_chunks(*logits.shape):
             # d logp / d x = onehot(token) - softmax(x), and dx / dlogits = 1 / T
-            scaled = logits[chunk].float()
-            if t != 1.0:
-                scaled = scaled / t
+            scaled = _scaled_chunk(logits, chunk, t)
             weight = grad_logp[chunk, None] / t  # [rows, 1]
             g = (scaled - log_norm[chunk, None]).exp_().mul_(-weight)
             g.scatter_add_(-1, tokens[chunk, None], weight)

@@ -52,6 +52,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from grpo_train.algorithms import token_logprobs_from_logits
 from grpo_train.analysis import VarianceComponents, best_group_size, estimate_variance_components
 from grpo_train.config import Config, ConfigError, load_config
 from grpo_train.data import PromptRenderer, PromptSampler, load_problems
@@ -163,8 +164,8 @@ class ScoreProjector:
             output = self.model.model(input_ids=inputs, past_key_values=cache, use_cache=True)
         finally:
             handle.remove()
-        logits = self.model.lm_head(output.last_hidden_state[valid]) / self.temperature  # [n_valid, V]
-        token_logp = logits.log_softmax(-1).gather(-1, targets[valid][:, None])[:, 0]  # [n_valid]
+        logits = self.model.lm_head(output.last_hidden_state[valid])  # [n_valid, V]
+        token_logp, _ = token_logprobs_from_logits(logits, targets[valid], self.temperature)  # [n_valid]
         # Rows never interact, so one backward of the sum gives every row's own output gradient.
         (delta,) = torch.autograd.grad(token_logp.sum(), captured["output"])  # [rows, width, out]
         projected_delta = delta @ self.out_factors  # [rows, width, D]

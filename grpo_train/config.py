@@ -146,6 +146,9 @@ class LearnerConfig:
                                    "kl_coef = 0: their loss and gradient are exactly 0 (exact); train/entropy, "
                                    "ratio and clip fractions are then over the trained sequences, "
                                    "train/trained_seq_frac says how many")
+    compile: bool = _f(False, "torch.compile the policy's and the reference model's decoder-layer parts that run "
+                       "as many small kernels (MLP, norms, eager attention); the first passes compile, ~10 s "
+                       "(not with ZeRO-3; see README)")
     deepspeed: dict[str, Any] = _f({}, "raw DeepSpeed config keys merged over the generated config")
 
 
@@ -242,6 +245,9 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("learner.adam_eps", lr.adam_eps > 0.0, "must be > 0"),
         ("learner.grad_clip", lr.grad_clip >= 0.0, "must be >= 0"),
         ("learner.micro_batch_size", lr.micro_batch_size >= 1, "must be >= 1"),
+        # ZeRO-3 gathers each module's weights in forward hooks that torch.compile would trace into; DeepSpeed's
+        # own engine.compile is the route there, not wired here.
+        ("learner.compile", not (lr.compile and lr.zero_stage == 3), "is not supported with learner.zero_stage 3"),
         ("run.steps", c.run.steps >= 0, "must be >= 0"),
         ("run.log_every", c.run.log_every >= 1, "must be >= 1"),
         ("run.samples_every", c.run.samples_every >= 0, "must be >= 0"),

@@ -162,6 +162,30 @@ def test_bf16_updates_follow_the_fp32_updates(tiny_path, stage):
         assert norm({n: bf16[n] - fp32[n] for n in fp32}) / norm(fp32) < 0.06  # bf16 rounding of the weights
 
 
+@pytest.mark.parametrize(("stage", "precision", "skipped"), [(0, "fp32", True), (1, "bf16", True),
+                                                           (1, "fp32", False), (2, "bf16", False)])
+def test_one_process_skips_only_the_generic_gradient_allreduce(tiny_path, stage, precision, skipped):
+    """On one process the generic all-reduce is skipped (it averages over one rank), and the steps stay the same
+    as with it in fp32 (DeepSpeed's default communication dtype under bf16 is bf16: the all-reduce would round
+    the fp32 gradient sums); ZeRO's own reductions, which fill the optimizer's partitions, always run."""
+    after = {}
+    for allreduce in ("default", "forced"):
+        learner = Learner(make_cfg(f"learner.zero_stage={stage}", f"learner.precision={precision}",
+                                   "learner.micro_batch_size=4", "learner.deepspeed={communication_data_type: fp32}"),
+                          tiny_path, total_optimizer_steps=4)
+        if allreduce == "default":
+            assert learner.engine.enable_backward_allreduce is not skipped
+        else:
+            learner.engine.enable_backward_allreduce = True
+        start = weights(learner)
+        for seed in range(2):
+            learner.update(random_batch(seed=seed))
+        after[allreduce] = weights(learner)
+        assert any(not torch.equal(after[allreduce][n], start[n]) for n in start)  # the steps moved the weights
+    for name, tensor in after["forced"].items():
+        torch.testing.assert_close(after["default"][name], tensor, atol=0, rtol=0, msg=name)
+
+
 def test_kl_reference_copy_and_lora_reference(tiny_path):
     full = Learner(make_cfg("algorithm.kl_coef=0.1", "learner.zero_stage=2", "model.attn_implementation=eager"),
                    tiny_path, total_optimizer_steps=4)
@@ -239,6 +263,29 @@ def grouped_batch(seed=0, groups=2, group_size=3):
             completions.append(torch.randint(3, 1000, (1 + (i * 2 + k) % 5,), generator=g).tolist())
     logps = [[-1.0] * len(c) for c in completions]
     return make_update_batch(prompts, completions, logps, torch.randn(len(prompts), generator=g), pad_id=2)
+
+
+def test_completions_pack_first_fit_decreasing_into_rows_of_one_prompt():
+    from grpo_train.learner import pack_completions
+
+    batch = make_update_batch([[5, 6]] * 3 + [[7, 8, 9, 10, 11]], [[11, 12, 13, 14], [21, 22], [31, 32, 33], [41]],
+                              [[-1.0] * 4, [-1.0] * 2, [-1.0] * 3, [-1.0]], torch.zeros(4), pad_id=0)
+    # Fed tokens (all but the last): 3, 1, 2, 0; rows as wide as the longer prompt (5 tokens).
+    packed = pack_completions(batch.input_ids, batch.attention_mask, 4, row_prompt=[0, 0, 0, 1],
+                              prompt_lengths=[2, 5])
+    assert packed.prompt.tolist() == [0, 0]  # row 3 feeds nothing: its one token comes from the prompt pass
+    assert packed.tokens.tolist() == [[11, 12, 13, 31, 32], [21, 0, 0, 0, 0]]
+    assert packed.positions.tolist() == [[2, 3, 4, 2, 3], [2, 0, 0, 0, 0]]
+    assert packed.segment.tolist() == [[0, 0, 0, 2, 2], [1, -1, -1, -1, -1]]
+    assert packed.source.tolist() == [0, 1, 2, 3, 4, 5]
+    assert packed.target_row.tolist() == [0, 0, 0, 2, 2, 1]
+    assert packed.target_col.tolist() == [1, 2, 3, 1, 2, 1]
+    mask = packed.attention_mask(torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]), torch.float32)
+    allowed = (mask == 0)[:, 0].int().tolist()  # [2 rows, 5 queries, 5 prompt + 5 packed keys]
+    assert allowed[0][3] == [0, 0, 0, 1, 1, 0, 0, 0, 1, 0]  # row 2's first token: its prompt and itself
+    assert allowed[0][2] == [0, 0, 0, 1, 1, 1, 1, 1, 0, 0]  # row 0's third token: not row 2's
+    assert allowed[1][1] == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]  # padding sees the prompt only (no empty softmax)
+    assert pack_completions(batch.input_ids[3:], batch.attention_mask[3:], 4, [0], [5]) is None
 
 
 @pytest.mark.parametrize(("completion_width", "attention"), [(None, "sdpa"), (1, "sdpa"), (None, "eager")])

@@ -106,6 +106,8 @@ def test_overrides_convert_types(tmp_path):
         ("", ["rollout.max_tokens=4096"], "rollout.max_tokens"),  # beyond the model length
         ("", ["algorithm.mini_batches=3"], "algorithm.mini_batches"),  # does not divide the batch
         ("", ["run.nonsense=1"], "run.nonsense"),
+        ("", ["learner.compile=true", "learner.zero_stage=3"], "learner.compile"),
+        ("", ["learner.share_prompts=true", "model.attn_implementation=flash_attention_2"], "learner.share_prompts"),
     ],
 )
 def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):

@@ -295,35 +295,39 @@ def test_completions_pack_first_fit_decreasing_into_rows_of_one_prompt():
     assert pack_completions(batch.input_ids[3:], batch.attention_mask[3:], 4, [0], [5]) is None
 
 
+def logprobs_and_grads(model, batch, shared):
+    width = batch.completion_mask.shape[1]
+    weights = torch.randn(batch.completion_mask.shape, generator=torch.Generator().manual_seed(1))
+    model.zero_grad()
+    logp, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 0.7, with_entropy=True,
+                                   share_prompts=shared)
+    (logp * batch.completion_mask * weights).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return logp * batch.completion_mask, entropy * batch.completion_mask, grads
+
+
+def assert_same_logprobs_and_grads(got, want):
+    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)
+    assert got[2].keys() == want[2].keys() and len(want[2]) > 10
+    for name in want[2]:
+        # Summation order differs between the two paths, so rounding scales with the largest entries (embedding
+        # rows collect many tokens' terms): the tolerance is relative to the tensor's scale, not each entry's.
+        scale = max(1.0, want[2][name].abs().max().item())
+        torch.testing.assert_close(got[2][name], want[2][name], atol=1e-5 * scale, rtol=1e-4, msg=name)
+
+
 @pytest.mark.parametrize(("completion_width", "attention"), [(None, "sdpa"), (1, "sdpa"), (None, "eager")])
 def test_shared_prompt_forward_equals_the_full_forward_with_gradients(tiny_path, completion_width, attention):
     from transformers import AutoModelForCausalLM
-
 
     model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32, attn_implementation=attention)
     batch = grouped_batch()
     if completion_width == 1:  # every completion one token long: only the prompt pass predicts
         batch = make_update_batch([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[10], [11], [12], [13]], [[-1.0]] * 4,
                                   torch.zeros(4), pad_id=2)
-    width = batch.completion_mask.shape[1]
-    weights_per_token = torch.randn(batch.completion_mask.shape, generator=torch.Generator().manual_seed(1))
-    results = {}
-    for shared in (False, True):
-        model.zero_grad()
-        logp, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 0.7,
-                                       with_entropy=True, share_prompts=shared)
-        (logp * batch.completion_mask * weights_per_token).sum().backward()
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results[shared] = (logp * batch.completion_mask, entropy * batch.completion_mask, grads)
-    plain, shared = results[False], results[True]
-    torch.testing.assert_close(shared[0], plain[0], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(shared[1], plain[1], atol=1e-5, rtol=1e-5)
-    assert shared[2].keys() == plain[2].keys() and len(plain[2]) > 10
-    for name in plain[2]:
-        # Summation order differs between the two paths, so rounding scales with the largest entries (embedding
-        # rows collect many tokens' terms): the tolerance is relative to the tensor's scale, not each entry's.
-        scale = max(1.0, plain[2][name].abs().max().item())
-        torch.testing.assert_close(shared[2][name], plain[2][name], atol=1e-5 * scale, rtol=1e-4, msg=name)
+    plain, shared = (logprobs_and_grads(model, batch, share) for share in (False, True))
+    assert_same_logprobs_and_grads(shared, plain)
 
 
 @pytest.mark.parametrize("stage", [0, 3])
@@ -407,17 +411,6 @@ def test_skipping_zero_advantage_rows_under_two_ranks_gives_the_same_step(tmp_pa
 # learner.compile: the compiled decoder-layer parts compute the same function as eager PyTorch
 
 
-def logprobs_and_grads(model, batch, shared):
-    width = batch.completion_mask.shape[1]
-    weights = torch.randn(batch.completion_mask.shape, generator=torch.Generator().manual_seed(1))
-    model.zero_grad()
-    logp, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 0.7, with_entropy=True,
-                                   share_prompts=shared)
-    (logp * batch.completion_mask * weights).sum().backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return logp * batch.completion_mask, entropy * batch.completion_mask, grads
-
-
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
 def test_compiled_model_computes_the_eager_function_with_gradients(tiny_path, attention):
     from transformers import AutoModelForCausalLM
@@ -429,13 +422,8 @@ def test_compiled_model_computes_the_eager_function_with_gradients(tiny_path, at
     compile_model(compiled)
     batch = grouped_batch()
     for shared in (False, True):
-        want, got = logprobs_and_grads(eager, batch, shared), logprobs_and_grads(compiled, batch, shared)
-        torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)
-        assert got[2].keys() == want[2].keys() and len(want[2]) > 10
-        for name in want[2]:
-            scale = max(1.0, want[2][name].abs().max().item())
-            torch.testing.assert_close(got[2][name], want[2][name], atol=1e-5 * scale, rtol=1e-4, msg=name)
+        assert_same_logprobs_and_grads(logprobs_and_grads(compiled, batch, shared),
+                                       logprobs_and_grads(eager, batch, shared))
     # The passes ran compiled code: MLP and norms always, the attention function itself only when eager.
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > graphs_before
     assert compiled.config._attn_implementation == ("compiled_eager_modeling_qwen2" if attention == "eager"

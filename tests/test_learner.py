@@ -14,15 +14,8 @@ import torch.distributed as dist
 
 from grpo_train import checkpoint
 from grpo_train.config import load_config
-from grpo_train.learner import (
-    Learner,
-    compile_model,
-    deepspeed_config,
-    init_distributed,
-    lr_lambda,
-    make_update_batch,
-    token_logprobs,
-)
+from grpo_train.forward import compile_model, pack_completions, token_logprobs
+from grpo_train.learner import Learner, deepspeed_config, init_distributed, lr_lambda, make_update_batch
 from grpo_train.models import resolve_model
 
 
@@ -273,8 +266,6 @@ def grouped_batch(seed=0, groups=2, group_size=3):
 
 
 def test_completions_pack_first_fit_decreasing_into_rows_of_one_prompt():
-    from grpo_train.learner import pack_completions
-
     batch = make_update_batch([[5, 6]] * 3 + [[7, 8, 9, 10, 11]], [[11, 12, 13, 14], [21, 22], [31, 32, 33], [41]],
                               [[-1.0] * 4, [-1.0] * 2, [-1.0] * 3, [-1.0]], torch.zeros(4), pad_id=0)
     # Fed tokens (all but the last): 3, 1, 2, 0; rows as wide as the longer prompt (5 tokens).

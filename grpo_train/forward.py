@@ -1,0 +1,191 @@
+"""The model passes the learner runs: per-token log-probs of completions, with each distinct prompt run once
+and the completions packed on top of its key/value cache, and torch.compile of the model's small-kernel parts.
+
+Functions of a transformers causal LM (or a DeepSpeed engine / peft wrapper around one) and token tensors, with
+no DeepSpeed or process-group state of their own (compile_model changes the model in place). Used by
+`grpo_train.learner`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from grpo_train import algorithms
+
+
+def compile_model(model: torch.nn.Module) -> None:
+    """torch.compile, in place, the parts of each decoder layer that eager PyTorch runs as many small kernels.
+
+    On a small model most of the non-matmul time goes to the norms, the gated MLP's activation and the eager
+    attention's masking, softmax and key/value head repetition, each a separate pass over memory. Compiled (with
+    dynamic shapes: every micro-batch has its own lengths) they fuse. The attention module itself is left eager:
+    it writes the key/value cache, and torch.compile would specialise on every layer's cache state. With eager
+    attention, its inner function is compiled instead, through transformers' AttentionInterface (sdpa and flash
+    attention are already one kernel). `model` is a transformers causal LM (not a peft wrapper).
+    """
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
+
+    layer_types = set(model._no_split_modules or ())
+    for layer in model.modules():
+        if type(layer).__name__ in layer_types:
+            for name, child in layer.named_children():
+                if name != "self_attn":
+                    child.compile(dynamic=True)
+    if model.config._attn_implementation == "eager":
+        modeling = sys.modules[type(model).__module__]  # each architecture's file has its own eager attention
+        name = "compiled_eager_" + modeling.__name__.rpartition(".")[2]
+        if name not in ALL_ATTENTION_FUNCTIONS:
+            AttentionInterface.register(name, torch.compile(modeling.eager_attention_forward, dynamic=True))
+            # transformers builds no attention mask at all for a name without a mask function of its own.
+            AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+        model.set_attn_implementation(name)
+
+
+def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
+                   temperature: float, with_entropy: bool = False,
+                   share_prompts: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
+
+    input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
+    Returns (logp [n, C], entropy [n, C] or None); with share_prompts, 0 on completion padding.
+    """
+    if share_prompts:
+        return _token_logprobs_shared_prompts(model, input_ids, attention_mask, completion_len, temperature,
+                                              with_entropy)
+    # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
+    position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                logits_to_keep=completion_len + 1, use_cache=False)
+    logits = out.logits[:, :-1]  # [n, C, V]: position t predicts completion token t
+    # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
+    return algorithms.token_logprobs_from_logits(logits, input_ids[:, -completion_len:], temperature, with_entropy)
+
+
+@dataclass
+class PackedCompletions:
+    """A micro-batch's completion tokens packed into rows that each continue one distinct prompt.
+
+    The shared-prompt pass feeds every completion token but the last (the last predicts nothing we score).
+    Instead of one right-padded row per completion, the fed segments of a prompt's completions are packed
+    first-fit-decreasing into rows as wide as the longest segment or the prompt, whichever is longer. A segment
+    attends to its prompt and to its own earlier tokens only (`attention_mask`). The MLPs, projections and the
+    output head then run on little padding, and the prompt's cached keys/values are repeated once per packed
+    row rather than once per completion. The price is attention over the whole packed row (the mask hides the
+    other segments): a token attends over at most prompt + row width keys, at most twice a padded row's when
+    the prompt is the longer, and no more than a padded row's otherwise.
+    """
+
+    prompt: Tensor  # [B] the distinct prompt each packed row continues
+    tokens: Tensor  # [B, W] fed tokens (0 on padding)
+    positions: Tensor  # [B, W] position ids: the prompt's length + the token's index in its completion
+    segment: Tensor  # [B, W] which completion a token belongs to (-1 on padding)
+    source: Tensor  # [T] flat index b * W + w of every fed token
+    target_row: Tensor  # [T] the completion whose next token that position predicts
+    target_col: Tensor  # [T] that token's column
+
+    def attention_mask(self, prompt_mask: Tensor, dtype: torch.dtype) -> Tensor:
+        """Additive mask [B, 1, W, P + W] over the cached prompt keys and the packed keys, from prompt_mask
+        [distinct, P] (0 on a prompt's left padding)."""
+        width = self.tokens.shape[1]
+        same_segment = (self.segment[:, :, None] == self.segment[:, None, :]) & (self.segment[:, None, :] >= 0)
+        causal = torch.ones(width, width, dtype=torch.bool, device=self.tokens.device).tril()
+        sees_prompt = prompt_mask[self.prompt].bool()[:, None, :].expand(-1, width, -1)
+        allowed = torch.cat([sees_prompt, same_segment & causal], 2)[:, None]  # padding rows still see the prompt
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(
+            ~allowed, torch.finfo(dtype).min)
+
+
+def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: int, row_prompt: list[int],
+                     prompt_lengths: list[int]) -> PackedCompletions | None:
+    """Pack the fed completion tokens of [n, P + C] rows (see PackedCompletions); None if no row feeds any.
+
+    row_prompt: the distinct prompt of each row; prompt_lengths: each distinct prompt's real tokens.
+    """
+    p = input_ids.shape[1] - completion_len
+    fed = [max(0, int(c) - 1) for c in attention_mask[:, p:].sum(1).tolist()]
+    if max(fed) == 0:
+        return None
+    capacity = max(max(fed), max(prompt_lengths))
+    bins: list[tuple[int, list[int]]] = []  # (prompt, rows), with the room left per bin alongside
+    room: list[int] = []
+    for row in sorted((r for r in range(len(fed)) if fed[r]), key=lambda r: -fed[r]):
+        fits = [b for b, (prompt, _) in enumerate(bins) if prompt == row_prompt[row] and room[b] >= fed[row]]
+        if fits:
+            bins[fits[0]][1].append(row)
+            room[fits[0]] -= fed[row]
+        else:
+            bins.append((row_prompt[row], [row]))
+            room.append(capacity - fed[row])
+    width = capacity - min(room)
+    device = input_ids.device
+    tokens = torch.zeros(len(bins), width, dtype=input_ids.dtype, device=device)
+    positions = torch.zeros_like(tokens)
+    segment = torch.full_like(tokens, -1)
+    source, target_row, target_col = [], [], []
+    for b, (prompt, rows) in enumerate(bins):
+        offset = 0
+        for row in rows:
+            length = fed[row]
+            tokens[b, offset: offset + length] = input_ids[row, p: p + length]
+            positions[b, offset: offset + length] = torch.arange(length, device=device) + prompt_lengths[prompt]
+            segment[b, offset: offset + length] = row
+            source.extend(range(b * width + offset, b * width + offset + length))
+            target_row.extend([row] * length)
+            target_col.extend(range(1, length + 1))  # fed token t predicts token t + 1
+            offset += length
+    index = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
+    return PackedCompletions(index([prompt for prompt, _ in bins]), tokens, positions, segment, index(source),
+                             index(target_row), index(target_col))
+
+
+def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor,
+                                   completion_len: int, temperature: float,
+                                   with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+    """token_logprobs with every distinct prompt run once and the completions packed on top of it.
+
+    GRPO's G completions of a prompt share it, and a few-shot prompt is often ten times longer than the
+    answer: running it once per group instead of once per sequence removes most of the update's FLOPs.
+    The distinct prompts are run with their key/value cache kept (with its autograd graph); the cache rows
+    are repeated for the packed completion rows (PackedCompletions), which are run on top of it. Gradients flow
+    back through the cache into the single prompt pass, so this is the same function of the weights as one
+    forward of the whole sequences (checked against it, with gradients, in tests/test_learner.py).
+    """
+    n, p = input_ids.shape[0], input_ids.shape[1] - completion_len
+    prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]
+    distinct, row_prompt = torch.unique(torch.cat([prompt_ids, prompt_mask], 1), dim=0, return_inverse=True)
+    distinct_ids, distinct_mask = distinct[:, :p], distinct[:, p:]
+    prompt_lengths = distinct_mask.sum(1)
+    packed = pack_completions(input_ids, attention_mask, completion_len, row_prompt.tolist(),
+                              prompt_lengths.tolist())
+    fed_ids = packed.tokens if packed is not None else distinct_ids[:, :0]
+    # One embedding lookup for both passes: each lookup's backward builds a dense [vocab, hidden] gradient.
+    embeds = model.get_input_embeddings()(torch.cat([distinct_ids.reshape(-1), fed_ids.reshape(-1)]))
+    prompt_embeds, fed_embeds = embeds.split([distinct_ids.numel(), fed_ids.numel()])
+    out = model(inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
+                position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
+    completion = input_ids[:, p:]
+    has_tokens = attention_mask[:, p] > 0
+    rows = torch.arange(n, device=input_ids.device)[has_tokens]
+    # Token 0 of every completion: predicted by its prompt's last position.
+    parts = [(out.logits[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
+    if packed is not None:
+        cache = out.past_key_values
+        cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
+        logits = model(inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
+                       attention_mask=packed.attention_mask(distinct_mask, embeds.dtype),
+                       position_ids=packed.positions, past_key_values=cache, use_cache=True).logits  # [B, W, V]
+        parts.append((logits.flatten(0, 1)[packed.source], packed.target_row, packed.target_col))
+    logp = torch.zeros(completion.shape, device=input_ids.device)
+    entropy = torch.zeros(completion.shape, device=input_ids.device) if with_entropy else None
+    for logits, row, col in parts:
+        part_logp, part_entropy = algorithms.token_logprobs_from_logits(logits, completion[row, col], temperature,
+                                                                        with_entropy)
+        logp = logp.index_put((row, col), part_logp)
+        if with_entropy:
+            entropy[row, col] = part_entropy
+    return logp, entropy

@@ -32,24 +32,32 @@ def _train_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    parser.add_argument("--explain", action="store_true", help="with --print-config: add each field's doc")
-    parser.add_argument("--gpu-gib", type=float, default=DEFAULT_GPU_GIB,
-                        help="with --print-config: GPU memory in GiB for the per-GPU memory estimate")
+    parser.add_argument("--explain", action="store_true", help="print the resolved config with each field's doc, "
+                        "and exit (implies --print-config)")
+    parser.add_argument("--gpu-gib", type=float, metavar="GIB",
+                        help=f"print the resolved config and the per-GPU memory estimate for GPUs of GIB GiB "
+                        f"(e.g. {DEFAULT_GPU_GIB:g}), and exit (implies --print-config)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides")
     # The `deepspeed` launcher passes --local_rank; LOCAL_RANK in the environment says the same.
     parser.add_argument("--local_rank", "--local-rank", type=int, help=argparse.SUPPRESS)
     return parser
 
 
-def _print_config(cfg, explain: bool, gpu_gib: float) -> None:
+def _print_config(cfg, explain: bool, gpu_gib: float | None) -> None:
     text = to_yaml(cfg)
     if explain:
         width = max(len(k) for k in field_docs())
         text += "\n# field docs\n" + "\n".join(f"# {k:<{width}}  {d}" for k, d in field_docs().items())
-    print(text)
-    # Under a launcher (torchrun sets WORLD_SIZE) the estimate is for that world size, else for 1-8 GPUs.
-    world_size = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else None
-    print(memory_report(cfg, world_size=world_size, gpu_memory_gib=gpu_gib))
+    if gpu_gib is None:
+        text += f"\n# per-GPU memory estimate: add --gpu-gib GIB (e.g. --gpu-gib {DEFAULT_GPU_GIB:g})"
+    else:
+        # Under a launcher (torchrun sets WORLD_SIZE) the estimate is for that world size, else for 1-8 GPUs.
+        world_size = int(os.environ["WORLD_SIZE"]) if "WORLD_SIZE" in os.environ else None
+        text += "\n" + memory_report(cfg, world_size=world_size, gpu_memory_gib=gpu_gib)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `--print-config | head`: the reader left; nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 # glibc's mallopt parameters (malloc.h) and the values a training process sets.
@@ -87,9 +95,16 @@ def train_main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"grpo-train: config error: {err}", file=sys.stderr)
         return 2
-    if args.print_config:
+    if args.print_config or args.explain or args.gpu_gib is not None:
         _print_config(cfg, args.explain, args.gpu_gib)
         return 0
+    from grpo_train.metrics import configure_library_logs
+
+    try:
+        configure_library_logs(cfg.run.log_level)  # before vLLM and DeepSpeed are imported
+    except ConfigError as err:
+        print(f"grpo-train: config error: {err}", file=sys.stderr)
+        return 2
     from grpo_train.checkpoint import CheckpointError
     from grpo_train.data import DataError, PromptTooLongError
     from grpo_train.models import ModelNotFoundError
@@ -138,6 +153,13 @@ def eval_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.model is None and args.config is None:
         parser.error("give --model, --config, or both")
+    if args.n is not None and args.n < 0:
+        parser.error(f"--n: {args.n} must be >= 0 (0 = every problem)")
+    if args.k < 1:
+        parser.error(f"--k: {args.k} must be >= 1")
+    from grpo_train.metrics import configure_library_logs
+
+    configure_library_logs("warning")  # before vLLM is imported; GRPO_TRAIN_LOG_LEVEL shows more
     from grpo_train.checkpoint import CheckpointError
     from grpo_train.data import DataError
     from grpo_train.evaluation import evaluate_model
@@ -161,7 +183,11 @@ def _plot_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from grpo_train.plot import plot_run
 
-    print(plot_run(args.run_dir, args.out))
+    try:
+        print(plot_run(args.run_dir, args.out))
+    except FileNotFoundError as err:
+        print(f"grpo-train plot: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -154,10 +154,13 @@ class LearnerConfig:
 
 @dataclass
 class RunConfig:
-    output_dir: str = _f("runs/default", "run folder: config, metrics, samples, checkpoints")
+    output_dir: str = _f("", "run folder: config, metrics, samples, checkpoints (empty = runs/<config file name>)")
     seed: int = _f(0, "seed of sampling, data order and initialisation")
     steps: int = _f(10, "GRPO steps (rollout batches)")
     log_every: int = _f(1, "console log interval, in steps (metrics.jsonl gets every step)")
+    log_level: str = _f("warning", "what vLLM, DeepSpeed and transformers may print: warning (their warnings, "
+                        "less the known-harmless ones: docs/troubleshooting.md), info or debug; our own lines "
+                        "always print. The environment variable GRPO_TRAIN_LOG_LEVEL overrides it")
     samples_every: int = _f(5, "write prompt/completion/reward samples every k steps (0 = never)")
     eval_every: int = _f(0, "held-out eval every k steps (0 = only before and after training)")
     eval_size: int = _f(200, "held-out problems per eval")
@@ -165,6 +168,8 @@ class RunConfig:
     keep_last: int = _f(2, "checkpoints kept")
     check_sync_every: int = _f(0, "every k steps, check vLLM's logprobs against the learner's after the sync")
     resume: str = _f("never", "never, auto (latest complete checkpoint in output_dir) or a checkpoint path")
+    overwrite: bool = _f(False, "start over in an output_dir that holds a run: the old run is moved aside to "
+                         "<output_dir>.replaced-<time> (never deleted); without it such a folder is refused")
     wandb: str = _f("disabled", "wandb mode: disabled, offline or online (online needs a key)")
     wandb_project: str = _f("grpo_train", "wandb project name")
 
@@ -194,6 +199,7 @@ _CHOICES = {
     "learner.precision": ("fp32", "bf16", "auto"),
     "learner.lr_schedule": ("constant", "cosine"),
     "run.wandb": ("disabled", "offline", "online"),
+    "run.log_level": ("warning", "info", "debug"),
 }
 
 
@@ -262,18 +268,34 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
     ]
 
 
-def validate(cfg: Config, source: str = "<config>") -> None:
-    """Raise ConfigError naming the first key whose value is out of range."""
+@dataclass(frozen=True)
+class Origin:
+    """Where the config's values came from, so that an error names the file or the command-line override."""
+
+    file: str = "<defaults>"
+    overrides: tuple[tuple[str, str], ...] = ()  # (dotted key, the override text that set it)
+
+    def of(self, key: str) -> str:
+        """The override that set `key` (or a section holding it), else the file."""
+        for set_key, text in reversed(self.overrides):
+            if key == set_key or key.startswith((set_key + ".", set_key + "[")):
+                return f"{self.file} (override {text!r})"
+        return self.file
+
+
+def validate(cfg: Config, origin: Origin | str = "<config>") -> None:
+    """Raise ConfigError naming the first key whose value is out of range, and where it was set."""
+    origin = Origin(origin) if isinstance(origin, str) else origin
     for key, allowed in _CHOICES.items():
         value = get_key(cfg, key)
         if value not in allowed:
-            raise ConfigError(f"{source}: {key}: {value!r} is not one of {', '.join(allowed)}")
+            raise ConfigError(f"{origin.of(key)}: {key}: {value!r} is not one of {', '.join(allowed)}")
     for key, ok, requirement in _range_checks(cfg):
         if not ok:
-            raise ConfigError(f"{source}: {key}: {get_key(cfg, key)!r} {requirement}")
+            raise ConfigError(f"{origin.of(key)}: {key}: {get_key(cfg, key)!r} {requirement}")
     if cfg.algorithm.prompts_per_step * cfg.algorithm.group_size % cfg.algorithm.mini_batches:
         raise ConfigError(
-            f"{source}: algorithm.mini_batches: {cfg.algorithm.mini_batches} must divide "
+            f"{origin.of('algorithm.mini_batches')}: algorithm.mini_batches: {cfg.algorithm.mini_batches} must divide "
             f"prompts_per_step * group_size = {cfg.algorithm.prompts_per_step * cfg.algorithm.group_size}"
         )
 
@@ -286,19 +308,20 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
-    """Check `value` (as YAML or an override produced it) against the annotation `tp`."""
-    origin = typing.get_origin(tp)
+def _convert(value: Any, tp: Any, key: str, origin: Origin, doc: str = "") -> Any:
+    """Check `value` (as YAML or an override produced it) against the annotation `tp`; `doc` is the field's."""
+    source = origin.of(key)
+    kind = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: {key}: expected a mapping of {tp.__name__} fields, got {value!r}")
-        return _build(tp, value, key, source)
-    if origin is list:
+        return _build(tp, value, key, origin)
+    if kind is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, list):
             raise ConfigError(f"{source}: {key}: expected a list, got {value!r}")
-        return [_convert(v, item_tp, f"{key}[{i}]", source) for i, v in enumerate(value)]
-    if origin is dict:
+        return [_convert(v, item_tp, f"{key}[{i}]", origin, doc) for i, v in enumerate(value)]
+    if kind is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: {key}: expected a mapping, got {value!r}")
         return dict(value)
@@ -307,7 +330,11 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
     scalar = _convert_scalar(value, tp)
     if scalar is not None:
         return scalar
-    raise ConfigError(f"{source}: {key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+    # YAML reads yes/no/on/off/true/false as booleans: `run.resume=yes` arrives as True.
+    hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the word" if isinstance(value, bool) else ""
+    allowed = f" ({doc})" if doc else ""
+    raise ConfigError(f"{source}: {key}: expected {_type_name(tp)}{allowed}, got {value!r} "
+                      f"({type(value).__name__}{hint})")
 
 
 _FLOAT_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -328,15 +355,15 @@ def _convert_scalar(value: Any, tp: Any) -> Any:
     return None
 
 
-def _build(cls: type, values: dict[str, Any], prefix: str, source: str) -> Any:
+def _build(cls: type, values: dict[str, Any], prefix: str, origin: Origin) -> Any:
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    docs = {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
     kwargs = {}
     for name, value in values.items():
         key = f"{prefix}.{name}" if prefix else str(name)
-        if name not in names:
-            raise ConfigError(f"{source}: unknown key {key!r} (known: {', '.join(sorted(names))})")
-        kwargs[name] = _convert(value, hints[name], key, source)
+        if name not in docs:
+            raise ConfigError(f"{origin.of(key)}: unknown key {key!r} (known: {', '.join(sorted(docs))})")
+        kwargs[name] = _convert(value, hints[name], key, origin, docs[name])
     return cls(**kwargs)
 
 
@@ -381,11 +408,16 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         if not isinstance(loaded, dict):
             raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(loaded).__name__}")
         tree = loaded
+    set_by_overrides = []
     for text in overrides or []:
         key, value = _parse_override(text)
         _set_dotted(tree, key, value, f"{source} (override {text!r})")
-    cfg = resolve_auto_precision(_build(Config, tree, "", source))
-    validate(cfg, source)
+        set_by_overrides.append((key, text))
+    origin = Origin(source, tuple(set_by_overrides))
+    cfg = resolve_auto_precision(_build(Config, tree, "", origin))
+    if not cfg.run.output_dir:
+        cfg.run.output_dir = f"runs/{Path(path).stem if path is not None else 'default'}"
+    validate(cfg, origin)
     return cfg
 
 

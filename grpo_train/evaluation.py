@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from grpo_train.config import Config, RewardConfig, load_config
+from grpo_train.config import Config, ConfigError, RewardConfig, load_config
 from grpo_train.data import Problem
 from grpo_train.rollout import Rollout, SamplingSpec
 from grpo_train.verifier_pool import ScoredItem, VerifierPool, VerifyItem
@@ -82,13 +82,13 @@ def summarise(items: list[EvalItem], k: int = 1) -> dict[str, Any]:
     n = len(items)
     summary: dict[str, Any] = {
         "n": n,
-        "accuracy": sum(i.greedy_correct for i in items) / n if n else float("nan"),
+        "accuracy": sum(i.greedy_correct for i in items) / n if n else None,  # JSON has no NaN
         "correct": sum(i.greedy_correct for i in items),
         "no_answer": sum(i.greedy_status == "no_answer" for i in items),
         "timeouts": sum(i.greedy_status == "timeout" for i in items),
         "errors": sum(i.greedy_status == "error" for i in items),
         "truncated": sum(i.truncated for i in items),
-        "completion_tokens_mean": sum(i.completion_tokens for i in items) / n if n else float("nan"),
+        "completion_tokens_mean": sum(i.completion_tokens for i in items) / n if n else None,
     }
     if k > 1 and n:
         for j in sorted({1, k} | {2 ** e for e in range(1, int(math.log2(k)) + 1)}):
@@ -139,6 +139,10 @@ EVAL_DEFAULTS = {"data": "synthetic", "template": "chat", "num_shots": 3, "max_t
 def _data_overrides(data: str) -> list[str]:
     if data in ("synthetic", "gsm8k", "math"):
         return [f"data.source={data}", "data.eval_source="]
+    if Path(data).suffix not in (".jsonl", ".parquet"):
+        raise ConfigError(f"--data: {data!r} is not synthetic, gsm8k, math, or a .jsonl / .parquet file")
+    if not Path(data).is_file():
+        raise ConfigError(f"--data: {data}: file not found")
     return [f"data.source={data}", f"data.eval_source={data}"]  # a local file: its rows are the test set
 
 

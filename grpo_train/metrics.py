@@ -1,16 +1,19 @@
-"""Run outputs on rank 0: metrics.jsonl (always), samples.jsonl, a console line per step, and wandb.
+"""Run outputs on rank 0: metrics.jsonl (always), samples.jsonl, a console line per step, and wandb; and what the
+libraries we run inside our process (vLLM, DeepSpeed, transformers) may print (`configure_library_logs`).
 
 wandb never needs a network or a key: `run.wandb` is `disabled` by default, `offline` writes a local run
 that `wandb sync` can upload later, and only an explicit `online` talks to a server.
 
-Metric names are namespaced: `train/`, `reward/`, `eval/`, `perf/`.
+Metric names are namespaced: `train/`, `reward/`, `eval/`, `perf/`; every key is described in docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -18,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from grpo_train.config import Config, to_dict
+from grpo_train.config import Config, ConfigError, to_dict
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -29,6 +32,67 @@ _CONSOLE_KEYS = [
     ("train/grad_norm", "gnorm"), ("train/completion_len_mean", "len"), ("perf/step_s", "s/step"),
     ("eval/accuracy", "eval_acc"),
 ]
+
+
+# Library warnings that every run of ours meets and that mean nothing is wrong, each explained in
+# docs/troubleshooting.md. Dropped at run.log_level=warning; shown at info and debug.
+KNOWN_HARMLESS = (
+    "RotaryEmbedding: Failed to load weights",  # vLLM's weight reload: that layer has no checkpoint tensors
+    "does not officially support disabling chunked prefill",  # off on CPU on purpose (rollout.py)
+    "The global random seed is set to",  # in-process vLLM seeds the global RNGs; our resume does not rely on them
+    "Enforce eager set, disabling torch.compile",  # eager on CPU on purpose (rollout.py)
+    "Inductor compilation was disabled by user settings",  # the same choice, said again
+    "Triton is not installed",  # CPU: vLLM's CPU kernels need no Triton ...
+    "Triton is installed, but doesn't include CPU backend",  # ... whichever way it says so
+    "Model Runner V2 requires Triton",  # CPU: the V1 model runner runs instead (GPUs run V2)
+    "is not found in LD_PRELOAD",  # CPU: tcmalloc / libiomp speed-ups of vLLM's CPU backend, optional
+    "doesn't allow to use `torch.set_num_threads`",  # CPU: vLLM pinned its threads; the call is ignored
+    "Setting accelerator to CPU",  # DeepSpeed on a machine without GPUs
+)
+
+
+class _DropKnownHarmless(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in KNOWN_HARMLESS)
+
+
+def configure_library_logs(level: str) -> str:
+    """What vLLM, DeepSpeed and transformers print: warnings and up (less KNOWN_HARMLESS) at `warning`, everything
+    from `info` or `debug`. GRPO_TRAIN_LOG_LEVEL overrides `level`. A user's own VLLM_LOGGING_LEVEL,
+    VLLM_LOGGING_CONFIG_PATH or VLLM_CONFIGURE_LOGGING=1 leave vLLM's logging to vLLM. Call before vLLM and DeepSpeed
+    are imported. Returns the level used.
+
+    vLLM installs its own handler on the `vllm` logger when an engine starts, which would undo a filter set on it;
+    with VLLM_CONFIGURE_LOGGING=0 it leaves the logger to us, and every vLLM module's records reach this handler.
+    """
+    level = os.environ.get("GRPO_TRAIN_LOG_LEVEL", level).lower()
+    if level not in ("warning", "info", "debug"):
+        raise ConfigError(f"GRPO_TRAIN_LOG_LEVEL: {level!r} is not one of warning, info, debug")
+    numeric = getattr(logging, level.upper())
+    quiet = numeric >= logging.WARNING
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+    if quiet:
+        handler.addFilter(_DropKnownHarmless())
+    users_own = {"VLLM_LOGGING_LEVEL", "VLLM_LOGGING_CONFIG_PATH"} & set(os.environ)
+    if not users_own and os.environ.get("VLLM_CONFIGURE_LOGGING", "0") == "0":
+        os.environ["VLLM_CONFIGURE_LOGGING"] = "0"
+        vllm_logger = logging.getLogger("vllm")
+        vllm_logger.handlers[:] = [handler]
+        vllm_logger.setLevel(numeric)
+        vllm_logger.propagate = False
+    for name in ("DeepSpeed", "transformers"):
+        logging.getLogger(name).setLevel(numeric)
+        if quiet:
+            logging.getLogger(name).addFilter(_DropKnownHarmless())
+    if quiet:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+        # vLLM's Triton shim touches a deprecated torch attribute at import; not ours to fix.
+        warnings.filterwarnings("ignore", message=r"`torch.distributed.reduce_op` is deprecated",
+                                category=FutureWarning)
+    return level
 
 
 def _clean(value: Any) -> Any:
@@ -60,7 +124,8 @@ class MetricsLogger:
     def __init__(self, cfg: Config, run_dir: Path, rank: int):
         self.active = rank == 0
         self.run_dir = run_dir
-        self.console = Console(stderr=True, highlight=False)
+        # soft_wrap: one line per step whatever the terminal (a redirected log is not cut at 80 columns).
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.log_every = cfg.run.log_every
         self.wandb_run = None
         if self.active and cfg.run.wandb != "disabled":

@@ -128,6 +128,10 @@ def resolve_model(name_or_path: str) -> str:
         if not (path / "config.json").is_file():
             raise ModelNotFoundError(f"{name_or_path}: folder has no config.json (not a Hugging Face model folder)")
         return str(path)
+    # `runs/nope`: a hub id has the same shape, but a first part that is a local folder means a mistyped path.
+    if Path(name_or_path.split("/")[0]).is_dir() and name_or_path.count("/") == 1:
+        raise ModelNotFoundError(f"{name_or_path}: no such folder (and {name_or_path.split('/')[0]}/ is a local "
+                                 "folder, so this is a path, not a hub id)")
     if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1:
         raise ModelNotFoundError(
             f"model {name_or_path!r} not found: use an embedded name ({', '.join(EMBEDDED)}), "

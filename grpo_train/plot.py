@@ -29,6 +29,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder")
     rows = read_jsonl(run_dir / METRICS_FILE)
     if not rows:
         raise FileNotFoundError(f"{run_dir / METRICS_FILE}: no metrics to plot")

@@ -131,7 +131,8 @@ class VLLMEngine:
 
         on_gpu = torch.cuda.is_available()
         args = dict(model=model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
-                    tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs")
+                    tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs",
+                    use_tqdm_on_load=False)  # a progress bar per engine start; the run's log has no use for it
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             args["distributed_executor_backend"] = "external_launcher"  # one engine per torchrun rank (SPMD)
         if on_gpu:

@@ -26,11 +26,11 @@ import torch.distributed as dist
 from transformers import AutoTokenizer
 
 from grpo_train import algorithms, checkpoint
-from grpo_train.config import Config, ConfigError, RewardConfig, load_config, save_config, to_dict
+from grpo_train.config import Config, ConfigError, RewardConfig, save_config, to_dict
 from grpo_train.data import PromptRenderer, PromptSampler, load_problems
 from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
-from grpo_train.metrics import MetricsLogger
+from grpo_train.metrics import METRICS_FILE, MetricsLogger
 from grpo_train.models import resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.rollout import SamplingSpec, hf_weights, make_engine, rollout_seed
@@ -38,30 +38,68 @@ from grpo_train.verifier_pool import VerifierPool
 
 
 class RunDirError(RuntimeError):
-    """The run folder cannot be used (not writable, or holds a different run)."""
+    """The run folder cannot be used (not writable, or holds a run that would be lost)."""
 
 
-def prepare_run_dir(cfg: Config, rank: int) -> Path:
-    """Create the run folder and write the resolved config, refusing to mix two different runs in one folder."""
+def run_contents(run_dir: Path) -> list[str]:
+    """What a fresh start in `run_dir` would lose: metric rows and checkpoints (a config.yaml alone, left by a run
+    that failed at start, is not a run)."""
+    held = []
+    metrics = run_dir / METRICS_FILE
+    rows = sum(1 for line in metrics.open() if line.strip()) if metrics.is_file() else 0
+    if rows:
+        held.append(f"{rows} rows of {METRICS_FILE}")
+    names = [p.name for p in checkpoint.list_checkpoints(run_dir)]
+    if names:
+        held.append(f"checkpoints {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}")
+    return held
+
+
+def move_aside(run_dir: Path) -> Path:
+    """Rename `run_dir` to `<run_dir>.replaced-<time>[-k]` (never deleted) and create it again, empty."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}")
+    k = 1
+    while target.exists():
+        k += 1
+        target = run_dir.with_name(f"{run_dir.name}.replaced-{stamp}-{k}")
+    run_dir.rename(target)
+    run_dir.mkdir()
+    return target
+
+
+def prepare_run_dir(cfg: Config) -> tuple[Path, str | None]:
+    """Rank 0: create the run folder, refusing one that holds a run unless the run continues it (`run.resume`) or
+    replaces it (`run.overwrite`: the old run is moved aside, not deleted). Returns the folder and a note for the
+    log. The resolved config is written later, once the run has passed its start-up checks (`save_run_config`)."""
+    if not cfg.run.output_dir:
+        raise RunDirError("run.output_dir: empty (load configs with load_config, which names the folder)")
     run_dir = Path(cfg.run.output_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise RunDirError(f"run.output_dir: {run_dir} is not writable ({err.strerror})") from None
+    held = run_contents(run_dir)
+    if cfg.run.resume == "never" and held and not cfg.run.overwrite:
+        raise RunDirError(f"run.output_dir: {run_dir} holds a run ({'; '.join(held)}); set run.resume=auto to "
+                          "continue it, run.overwrite=true to move it aside and start over, or choose another "
+                          "run.output_dir")
+    nothing_to_resume = cfg.run.resume == "auto" and checkpoint.find_resumable(run_dir, warn=False) is None
+    notes = []
+    if nothing_to_resume:
+        notes.append(f"run.resume=auto: no complete checkpoint in {run_dir}, starting at step 0")
+    if held and (cfg.run.resume == "never" or nothing_to_resume):
+        notes.append(f"moved the earlier run in {run_dir} ({'; '.join(held)}) to {move_aside(run_dir)}")
+    return run_dir, "; ".join(notes) or None
+
+
+def save_run_config(cfg: Config, run_dir: Path, rank: int) -> None:
+    """The resolved config (every field) into the run folder, once start-up has succeeded."""
     if rank == 0:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            probe = run_dir / ".write-test"
-            probe.write_text("ok")
-            probe.unlink()
-        except OSError as err:
-            raise RunDirError(f"run.output_dir: {run_dir} is not writable ({err.strerror})") from None
-        saved = run_dir / "config.yaml"
-        if saved.exists() and cfg.run.resume == "never":
-            changed = config_changes(to_dict(load_config(saved)), to_dict(cfg))
-            if changed:
-                raise RunDirError(f"run.output_dir: {run_dir} holds a run with a different config.yaml "
-                                  f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); "
-                                  "choose another folder, or set run.resume=auto to continue it")
-        save_config(cfg, saved)
-    dist.barrier()
-    return run_dir
+        save_config(cfg, run_dir / "config.yaml")
 
 
 def config_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -72,7 +110,7 @@ def config_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             changes += config_changes(a, b, path + ".")
-        elif a != b and path not in ("run.resume", "run.output_dir"):
+        elif a != b and path not in ("run.resume", "run.output_dir", "run.overwrite"):
             changes.append(f"{path}: {a!r} -> {b!r}")
     return changes
 
@@ -137,9 +175,12 @@ def train(cfg: Config) -> Path:
     if a.prompts_per_step % world:
         raise ConfigError(f"algorithm.prompts_per_step: {a.prompts_per_step} must be a multiple of the "
                           f"{world} ranks (each rank rolls out an equal share)")
-    run_dir = prepare_run_dir(cfg, rank)
+    run_dir, run_dir_note = prepare_run_dir(cfg) if rank == 0 else (Path(cfg.run.output_dir), None)
+    dist.barrier()  # the other ranks use the folder once rank 0 has claimed it
     seed_everything(cfg.run.seed + rank)
     logger = MetricsLogger(cfg, run_dir, rank)
+    if run_dir_note:
+        logger.print(run_dir_note)
     model_path = resolve_model(cfg.model.name_or_path)
     check_context_length(cfg, model_path)
 
@@ -160,6 +201,7 @@ def train(cfg: Config) -> Path:
     verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s)
     save_hf = checkpoint.hf_folder_writer(learner.base_config, model_path)
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
+    save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
 
     # ------------------------------------------------------------------------------------------------
     # Resume: learner state, data position, RNG; then the engine gets the resumed weights

@@ -96,7 +96,7 @@ def test_configs_follow_the_paper_settings():
 
 @pytest.mark.parametrize("path", QWEN_CONFIGS, ids=lambda p: p.name)
 def test_print_config_prints_the_config_as_yaml_and_the_memory_estimate(path, capsys):
-    assert train_main(["--config", str(path), "--print-config"]) == 0
+    assert train_main(["--config", str(path), "--print-config", "--gpu-gib", "80"]) == 0
     out = capsys.readouterr().out
     assert yaml.safe_load(out) == to_dict(load_config(path))  # the estimate is YAML comments
     assert "per-GPU memory estimate" in out
@@ -160,7 +160,7 @@ def test_train_sh_rejects_bad_arguments(args, message):
 
 def test_train_sh_under_torchrun_with_two_ranks():
     # Real torchrun (c10d rendezvous on localhost), two processes; --print-config exits before any GPU work.
-    result = _run(["scripts/train.sh", "--nproc", "2", "--config", "configs/tiny-cpu.yaml", "--print-config",
+    result = _run(["scripts/train.sh", "--nproc", "2", "--config", "configs/tiny-cpu.yaml", "--gpu-gib", "80",
                    "run.seed=7"], timeout=120)
     assert result.returncode == 0, result.stderr
     assert len(re.findall(r"\bseed: 7\b", result.stdout)) == 2  # one resolved config per rank

@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "c.yaml"
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
     path.write_text(text)
     return path
 
@@ -37,6 +37,38 @@ def test_there_is_a_tiny_cpu_config():
 def test_defaults_without_a_file():
     cfg = load_config(None)
     assert cfg.algorithm.group_size == 8 and cfg.run.seed == 0 and cfg.run.output_dir == "runs/default"
+
+
+def test_default_output_folder_is_named_after_the_config_file(tmp_path):
+    """Two configs without run.output_dir must not share a folder."""
+    first, second = write(tmp_path, "", "exp-a.yaml"), write(tmp_path, "", "exp-b.yaml")
+    assert load_config(first).run.output_dir == "runs/exp-a"
+    assert load_config(second).run.output_dir == "runs/exp-b"
+    assert load_config(first, ["run.output_dir=elsewhere"]).run.output_dir == "elsewhere"
+
+
+def test_an_error_names_the_override_that_set_the_key(tmp_path):
+    path = write(tmp_path, "algorithm:\n  group_size: 4\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["run.seed=2", "algorithm.group_size=1"])
+    assert str(err.value).startswith(f"{path} (override 'algorithm.group_size=1'): algorithm.group_size: 1 must")
+    bad_file = write(tmp_path, "algorithm:\n  group_size: 1\n", "bad.yaml")
+    with pytest.raises(ConfigError) as err:  # the same error from the file names the file alone
+        load_config(bad_file, ["run.seed=2"])
+    assert str(err.value).startswith(f"{bad_file}: algorithm.group_size: 1 must")
+    with pytest.raises(ConfigError, match=r"\(override 'model=3'\): model: expected a mapping"):
+        load_config(path, ["model=3"])
+
+
+@pytest.mark.parametrize("override, allowed", [
+    ("run.resume=yes", "never, auto (latest complete checkpoint in output_dir) or a checkpoint path"),
+    ("run.wandb=true", "disabled, offline or online"),
+])
+def test_a_yaml_boolean_for_a_word_names_the_allowed_values(tmp_path, override, allowed):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, ""), [override])
+    message = str(err.value)
+    assert allowed in message and "YAML reads yes/no/on/off/true/false as booleans" in message, message
 
 
 def test_cpu_bf16_flag_detection():

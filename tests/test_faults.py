@@ -23,8 +23,6 @@ from safetensors.torch import load_file
 
 from grpo_train.cli import train_main
 from grpo_train.config import load_config, save_config
-from grpo_train.learner import init_distributed
-from grpo_train.trainer import prepare_run_dir
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-cpu.yaml"
@@ -191,10 +189,13 @@ def folder_under_a_file(tmp_path: Path) -> str:
     return str(tmp_path / "a-file" / "run")
 
 
-def different_config_folder(tmp_path: Path) -> str:
+def finished_run_folder(tmp_path: Path) -> str:
+    """What a finished run leaves that a fresh start would lose: metric rows and checkpoints."""
     run_dir = tmp_path / "previous-run"
-    run_dir.mkdir()
-    save_config(load_config(TINY, [*RUN, f"run.output_dir={run_dir}", "run.seed=123"]), run_dir / "config.yaml")
+    (run_dir / "checkpoints" / "step-000003").mkdir(parents=True)
+    (run_dir / "checkpoints" / "step-000004").mkdir()
+    save_config(load_config(TINY, [*RUN, f"run.output_dir={run_dir}"]), run_dir / "config.yaml")
+    (run_dir / "metrics.jsonl").write_text("".join(f'{{"step": {s}}}\n' for s in range(5)))
     return str(run_dir)
 
 
@@ -206,7 +207,10 @@ BAD_INPUTS = {
     "model length beyond the model's context": (["model.max_model_len=4096", "rollout.max_tokens=3000"],
                                                 ["model.max_model_len: 4096", "max_position_embeddings = 2048"]),
     "output folder not writable": (["run.output_dir={unwritable}"], ["a-file/run is not writable"]),
-    "folder of a different run": (["run.output_dir={other_run}"], ["different config.yaml", "run.seed: 123 -> 0"]),
+    "folder that holds a finished run, same config": (
+        ["run.output_dir={other_run}"],
+        ["holds a run (5 rows of metrics.jsonl; checkpoints step-000004, step-000003)", "set run.resume=auto",
+         "run.overwrite=true"]),
 }
 
 
@@ -215,7 +219,7 @@ def test_bad_input_gives_one_line_and_exit_code_2(case, tmp_path, capfd, restore
     """In-process (each fails before the learner or vLLM start); `grpo-train` exits with main's return value."""
     overrides, expected = BAD_INPUTS[case]
     paths = {"data": malformed_data_file(tmp_path), "unwritable": folder_under_a_file(tmp_path),
-             "other_run": different_config_folder(tmp_path)}
+             "other_run": finished_run_folder(tmp_path)}
     argv = ["--config", str(TINY), f"run.output_dir={tmp_path / 'run'}", *RUN,
             *[o.format(**paths) for o in overrides]]
     assert train_main(argv) == 2
@@ -223,21 +227,13 @@ def test_bad_input_gives_one_line_and_exit_code_2(case, tmp_path, capfd, restore
     assert all(text in line for text in expected), line
 
 
-def test_resume_overrides_the_different_config_refusal(tmp_path, restore_dist_env):
-    init_distributed()  # prepare_run_dir ends with a barrier
-    run_dir = Path(different_config_folder(tmp_path))
-    cfg = load_config(TINY, [f"run.output_dir={run_dir}", "run.resume=auto"])
-    assert prepare_run_dir(cfg, rank=0) == run_dir
-    assert load_config(run_dir / "config.yaml").run.seed == cfg.run.seed == 0  # the folder now holds this config
-
-
 def test_rerun_after_an_early_kill_starts_clean_and_a_too_long_prompt_stops_it(tmp_path):
     """One subprocess (~40 s, set-up included) for two things a user meets when rerunning in the same folder.
 
     The folder holds an attempt killed during its first save: rows of steps 1-2 (the last one torn by the
-    kill) and a `.tmp-step-000001`. `run.resume=auto` finds no checkpoint, so the run starts from step 0 and
-    must drop those rows, or they would appear twice. Then the prompt is too long for the context: exit code
-    2 and one line naming the problem, at step 1.
+    kill) and a `.tmp-step-000001`. `run.resume=auto` finds no checkpoint, so the run starts from step 0: the
+    attempt is moved aside whole (its rows would otherwise appear twice, and deleting them would lose them).
+    Then the prompt is too long for the context: exit code 2 and one line naming the problem, at step 1.
     """
     run_dir = tmp_path / "run"
     overrides = ["model.max_model_len=32", "rollout.max_tokens=8"]
@@ -250,7 +246,10 @@ def test_rerun_after_an_early_kill_starts_clean_and_a_too_long_prompt_stops_it(t
     returncode = proc.wait(timeout=600)
     log = stop(proc)
     assert returncode == 2, log[-3000:]
-    assert (run_dir / "metrics.jsonl").read_text() == (run_dir / "samples.jsonl").read_text() == ""
+    assert not (run_dir / "metrics.jsonl").exists() and not (run_dir / "samples.jsonl").exists()
+    (moved,) = tmp_path.glob("run.replaced-*")
+    assert (moved / "metrics.jsonl").read_text().startswith('{"step": 1')
+    assert f"no complete checkpoint in {run_dir}, starting at step 0" in log and str(moved) in log
     lines = [line for line in log.splitlines() if line.startswith("grpo-train:")]
     assert len(lines) == 1, log[-3000:]
     assert "PromptTooLongError: problem synthetic-train" in lines[0] and "over the budget of 24" in lines[0], lines[0]

@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from grpo_train.config import load_config
 from grpo_train.data import load_problems
+from grpo_train.metrics import KNOWN_HARMLESS
 from grpo_train.models import resolve_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,13 +28,16 @@ KEYS = ["reward/mean", "reward/std", "reward/accuracy", "reward/format", "reward
         "perf/sync_s", "perf/rollout_tokens_per_s"]
 
 
-def run(args: list[str], launcher: list[str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = (launcher or [sys.executable]) + ["-m", "grpo_train", *args]
+def run_env() -> dict[str, str]:
     # A learner test in this pytest process may have set these for its own world of one; a child run must
     # pick its own (or torchrun's), not collide on the same MASTER_PORT.
     inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-    env = {k: v for k, v in os.environ.items() if k not in inherited} | {"PYTHONUNBUFFERED": "1"}
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
+    return {k: v for k, v in os.environ.items() if k not in inherited} | {"PYTHONUNBUFFERED": "1"}
+
+
+def run(args: list[str], launcher: list[str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = (launcher or [sys.executable]) + ["-m", "grpo_train", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=run_env())
     assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
     return out
 
@@ -67,11 +71,25 @@ def test_tiny_run_single_process_zero2(tmp_path):
         weighted = sum(row[f"eval/category/{p.meta['category']}"] for p in eval_problems) / len(eval_problems)
         assert weighted == pytest.approx(row["eval/accuracy"])
     assert "before training" in out.stderr and "points) on 8" in out.stderr
+    # Quiet by default: no known-harmless library line, one console line per step though the output is a pipe.
+    console = out.stdout + out.stderr
+    assert not [text for text in KNOWN_HARMLESS if text in console], console[-3000:]
+    assert " INFO " not in console and "Loading safetensors" not in console
+    step_lines = [line for line in console.splitlines() if line.startswith("step ")]
+    assert len(step_lines) == 3 and all("s/step" in line for line in step_lines[1:]), step_lines
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 4 * 4 and {"prompt", "completion", "reward", "gold", "status"} <= set(samples[0])
     ckpt = run_dir / "checkpoints" / "step-000002"
     assert (run_dir / "checkpoints" / "latest").read_text() == ckpt.name
     assert (ckpt / "hf_model" / "model.safetensors").is_file()
+    # The same command again, without run.resume: refused before anything is touched.
+    metrics = (run_dir / "metrics.jsonl").read_text()
+    again = subprocess.run([sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
+                            "run.steps=2", "run.check_sync_every=1", "run.eval_size=8"], capture_output=True,
+                           text=True, cwd=REPO, timeout=300, env=run_env())
+    refusal = "holds a run (3 rows of metrics.jsonl; checkpoints step-000002)"
+    assert again.returncode == 2 and refusal in again.stderr, again.stderr[-2000:]
+    assert (run_dir / "metrics.jsonl").read_text() == metrics and ckpt.is_dir()
 
 
 @pytest.mark.slow
@@ -123,13 +141,3 @@ def test_lora_run(tmp_path):
     assert math.isfinite(row["train/loss"]) and row["train/sync_logprob_max_diff"] < 1e-3
     exported = load_file(str(run_dir / "checkpoints" / "step-000001" / "hf_model" / "model.safetensors"))
     assert not any("lora" in k for k in exported)  # merged: a plain model folder
-
-
-def test_refuses_a_different_config_in_the_same_folder(tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "config.yaml").write_text("run:\n  seed: 123\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    out = subprocess.run([sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
-    assert out.returncode == 2 and "different config" in out.stderr

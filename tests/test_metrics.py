@@ -1,0 +1,84 @@
+"""The console: one greppable line per step, and library logs quiet by default but never silenced for real warnings."""
+
+import logging
+import os
+
+import pytest
+
+from grpo_train.config import load_config
+from grpo_train.metrics import KNOWN_HARMLESS, MetricsLogger, configure_library_logs
+
+
+def test_a_step_line_is_one_line_in_a_redirected_log(tmp_path, capfd):
+    cfg = load_config(None, [f"run.output_dir={tmp_path}"])
+    logger = MetricsLogger(cfg, tmp_path, rank=0)
+    metrics = {"reward/mean": 0.123456, "reward/accuracy": 0.5, "train/loss": -0.0123456, "train/kl": 0.000123456,
+               "train/grad_norm": 12.3456, "train/completion_len_mean": 123.456, "perf/step_s": 123.456,
+               "eval/accuracy": 0.987654}
+    logger.log(12345, metrics)
+    err = capfd.readouterr().err  # a pipe, not a terminal: rich would wrap at 80 columns
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert len(line) > 80 and line.startswith("step 12345") and line.rstrip().endswith("eval_acc 0.9877"), err
+
+
+@pytest.fixture
+def library_logging():
+    """configure_library_logs changes process-wide logging; put it back."""
+    names = ("vllm", "DeepSpeed", "transformers")
+    saved = {n: (logging.getLogger(n).handlers[:], logging.getLogger(n).filters[:], logging.getLogger(n).level,
+                 logging.getLogger(n).propagate) for n in names}
+    env = {k: os.environ.get(k) for k in ("VLLM_CONFIGURE_LOGGING", "GRPO_TRAIN_LOG_LEVEL")}
+    for key in ("VLLM_LOGGING_LEVEL", "VLLM_CONFIGURE_LOGGING", "VLLM_LOGGING_CONFIG_PATH", "GRPO_TRAIN_LOG_LEVEL"):
+        os.environ.pop(key, None)
+    yield
+    for name, (handlers, filters, level, propagate) in saved.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:], logger.filters[:], logger.propagate = handlers, filters, propagate
+        logger.setLevel(level)
+    for key, value in env.items():
+        os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def vllm_lines(capfd) -> list[str]:
+    logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").warning(
+        "%s: Failed to load weights", "RotaryEmbedding")
+    logging.getLogger("vllm.v1.worker.cpu_worker").warning("KV cache is too small: out of blocks")
+    logging.getLogger("vllm.engine.arg_utils").info("non-default args: {}")
+    return [line for line in capfd.readouterr().out.splitlines() if line.strip()]
+
+
+def test_default_level_drops_known_harmless_lines_and_keeps_real_warnings(library_logging, capfd):
+    assert configure_library_logs("warning") == "warning"
+    assert vllm_lines(capfd) == ["vllm.v1.worker.cpu_worker WARNING: KV cache is too small: out of blocks"]
+    assert os.environ["VLLM_CONFIGURE_LOGGING"] == "0"  # vLLM leaves its logger to us
+
+
+def test_info_level_and_the_environment_variable_show_everything(library_logging, capfd, monkeypatch):
+    monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "info")
+    assert configure_library_logs("warning") == "info"
+    lines = vllm_lines(capfd)
+    assert len(lines) == 3 and "RotaryEmbedding: Failed to load weights" in lines[0]
+
+
+def test_a_users_own_vllm_logging_settings_are_left_alone(library_logging, capfd, monkeypatch):
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "DEBUG")
+    vllm_logger = logging.getLogger("vllm")
+    before = (vllm_logger.handlers[:], vllm_logger.level)
+    configure_library_logs("warning")
+    assert "VLLM_CONFIGURE_LOGGING" not in os.environ and (vllm_logger.handlers, vllm_logger.level) == before
+
+
+def test_every_known_harmless_line_is_explained_in_the_troubleshooting_docs():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md").read_text()
+    missing = [text for text in KNOWN_HARMLESS if text not in page]
+    assert not missing, f"docs/troubleshooting.md does not explain: {missing}"
+
+
+def test_a_bad_level_in_the_environment_is_named(library_logging, monkeypatch):
+    from grpo_train.config import ConfigError
+
+    monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "loud")
+    with pytest.raises(ConfigError, match="GRPO_TRAIN_LOG_LEVEL: 'loud' is not one of warning, info, debug"):
+        configure_library_logs("warning")

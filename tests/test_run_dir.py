@@ -1,0 +1,104 @@
+"""The run folder: a run that would be lost is refused, replaced only when asked (and then moved aside, never
+deleted), resumed when asked; a start that fails leaves nothing that blocks the next attempt."""
+
+from pathlib import Path
+
+import pytest
+
+from grpo_train.cli import train_main
+from grpo_train.config import load_config, save_config
+from grpo_train.trainer import RunDirError, prepare_run_dir, run_contents
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny-cpu.yaml"
+
+
+def config(run_dir: Path, *overrides: str):
+    return load_config(TINY, [f"run.output_dir={run_dir}", *overrides])
+
+
+def finished_run(run_dir: Path, steps: int = 4) -> None:
+    """A run folder as a finished run leaves it (the checkpoint folders need not hold files to count)."""
+    for step in (steps - 1, steps):
+        (run_dir / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("".join(f'{{"step": {s}}}\n' for s in range(steps + 1)))
+    save_config(config(run_dir), run_dir / "config.yaml")
+
+
+def test_rerunning_the_same_command_in_a_finished_run_is_refused(tmp_path):
+    run_dir = tmp_path / "res"
+    finished_run(run_dir)
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    with pytest.raises(RunDirError, match=r"holds a run \(5 rows of metrics.jsonl; checkpoints step-000004, "
+                                          r"step-000003\); set run.resume=auto .* run.overwrite=true"):
+        prepare_run_dir(config(run_dir))
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # nothing touched
+
+
+@pytest.mark.parametrize("held", ["metrics", "checkpoint"])
+def test_either_metrics_or_a_checkpoint_makes_a_run(tmp_path, held):
+    run_dir = tmp_path / "res"
+    run_dir.mkdir()
+    if held == "metrics":
+        (run_dir / "metrics.jsonl").write_text('{"step": 0, "eval/accuracy": 0.1}\n')
+    else:
+        (run_dir / "checkpoints" / "step-000002").mkdir(parents=True)
+    assert run_contents(run_dir)
+    with pytest.raises(RunDirError, match="holds a run"):
+        prepare_run_dir(config(run_dir))
+
+
+def test_overwrite_moves_the_old_run_aside_and_says_where(tmp_path):
+    run_dir = tmp_path / "res"
+    finished_run(run_dir)
+    old_metrics = (run_dir / "metrics.jsonl").read_text()
+    folder, note = prepare_run_dir(config(run_dir, "run.overwrite=true"))
+    assert folder == run_dir and list(run_dir.iterdir()) == []
+    (moved,) = tmp_path.glob("res.replaced-*")
+    assert (moved / "metrics.jsonl").read_text() == old_metrics
+    assert (moved / "checkpoints" / "step-000004").is_dir()
+    assert str(moved) in note and "5 rows of metrics.jsonl" in note
+    # A second overwrite in the same second does not collide with the first one's folder.
+    finished_run(run_dir)
+    prepare_run_dir(config(run_dir, "run.overwrite=true"))
+    assert len(list(tmp_path.glob("res.replaced-*"))) == 2
+
+
+def test_resume_auto_continues_a_run_without_moving_it(tmp_path, monkeypatch):
+    import grpo_train.checkpoint as checkpoint
+
+    run_dir = tmp_path / "res"
+    finished_run(run_dir)
+    newest = run_dir / "checkpoints" / "step-000004"
+    monkeypatch.setattr(checkpoint, "is_complete", lambda path: (path == newest, "test"))
+    folder, note = prepare_run_dir(config(run_dir, "run.resume=auto"))
+    assert note is None and (run_dir / "metrics.jsonl").is_file() and not list(tmp_path.glob("res.replaced-*"))
+
+
+def test_resume_auto_with_nothing_to_resume_says_so(tmp_path):
+    empty = tmp_path / "fresh"
+    _, note = prepare_run_dir(config(empty, "run.resume=auto"))
+    assert note == f"run.resume=auto: no complete checkpoint in {empty}, starting at step 0"
+    # Rows of an attempt that never finished a checkpoint: kept, moved aside with the rest of that attempt.
+    attempt = tmp_path / "attempt"
+    (attempt / "checkpoints" / ".tmp-step-000001").mkdir(parents=True)
+    (attempt / "metrics.jsonl").write_text('{"step": 1}\n')
+    _, note = prepare_run_dir(config(attempt, "run.resume=auto"))
+    (moved,) = tmp_path.glob("attempt.replaced-*")
+    assert "no complete checkpoint" in note and str(moved) in note
+    assert (moved / "metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
+def test_a_failed_start_leaves_no_config_that_blocks_the_corrected_one(tmp_path, capfd, monkeypatch):
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(TINY), f"run.output_dir={run_dir}", "model.name_or_path=no-such-model"]
+    assert train_main(argv) == 2
+    assert "model 'no-such-model' not found" in capfd.readouterr().err
+    assert not (run_dir / "config.yaml").exists()
+    # A config.yaml left by older versions (or written by hand) is not a run either: the next start may use it.
+    save_config(config(run_dir, "run.seed=123"), run_dir / "config.yaml")
+    folder, note = prepare_run_dir(config(run_dir))
+    assert folder == run_dir and note is None
+

@@ -91,8 +91,9 @@ def train_main(argv: list[str] | None = None) -> int:
         _print_config(cfg, args.explain, args.gpu_gib)
         return 0
     from grpo_train.checkpoint import CheckpointError
-    from grpo_train.data import DataError, PromptTooLongError
+    from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
+    from grpo_train.prompts import PromptTooLongError
     from grpo_train.trainer import RunDirError, train
 
     try:

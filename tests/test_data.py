@@ -8,19 +8,9 @@ from pathlib import Path
 import pytest
 
 from grpo_train.config import DataConfig, SyntheticConfig
-from grpo_train.data import (
-    CATEGORIES,
-    GSM8K_SHOTS,
-    DataError,
-    Problem,
-    PromptRenderer,
-    PromptSampler,
-    PromptTooLongError,
-    last_boxed,
-    load_problems,
-    synthetic_problems,
-    synthetic_shots,
-)
+from grpo_train.data import DataError, Problem, PromptSampler, last_boxed, load_problems, synthetic_problems
+from grpo_train.prompts import GSM8K_SHOTS, PromptRenderer, PromptTooLongError
+from grpo_train.synthetic import CATEGORIES, synthetic_shots
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -240,8 +230,12 @@ def test_source_errors(tmp_path):
     assert len(load_problems(DataConfig(source="synthetic", eval_source=str(path)), "test")) == 1
     with pytest.raises(DataError, match="file not found"):
         load_problems(DataConfig(source=str(tmp_path / "missing.jsonl")), "train")
-    with pytest.raises(DataError, match="data.source: 'gsm8k.csv' is not"):
-        load_problems(DataConfig(source="gsm8k.csv"), "train")
+    with pytest.raises(DataError, match="data.source: 'gsm8k.txt' is not"):
+        load_problems(DataConfig(source="gsm8k.txt"), "train")
+    # grpo-eval --data gsm9k sets data.source and data.eval_source to the same text: the message names
+    # data.source (issue 25, item 6), not eval_source, which the user never wrote.
+    with pytest.raises(DataError, match="^data.source: 'gsm9k' is not synthetic, gsm8k, math"):
+        load_problems(DataConfig(source="gsm9k", eval_source="gsm9k"), "test")
 
 
 def test_hub_source_offline_suggests_a_local_file(monkeypatch):

@@ -237,12 +237,12 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, str, Any]]:
     """Rows of a csv file with a header line; every value is text. Line numbers count the header as line 1."""
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
+        columns = len(reader.fieldnames or [])  # reads the header
         line_number = reader.line_num
         for row in reader:
             start, line_number = line_number + 1, reader.line_num  # a quoted value may span lines
             if None in row or None in row.values():
-                row = DataError(f"has {'more' if None in row else 'fewer'} values than the header's "
-                                f"{len(reader.fieldnames or [])} columns")
+                row = DataError(f"has {'more' if None in row else 'fewer'} values than the header's {columns} columns")
             yield f"{path}: line {start}", f"{path.stem}:{start}", row
 
 

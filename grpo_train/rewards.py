@@ -22,7 +22,8 @@ Built-ins (use them as `grpo_train.rewards:NAME`):
   is this function with that weight, under the metric name `format`.
 - `think_format`: 1 for one <think>...</think> block, then an answer (boxed, in <answer> tags, or any text).
 - `overlong_penalty`: DAPO's soft overlong punishment (0 down to -1 over the last `cache` tokens before max_len).
-- `length_penalty`: -num_tokens / max_len beyond an optional free length (a linear pull towards short answers).
+- `length_penalty`: -length / max_len beyond an optional free length, in tokens or characters (a linear pull
+  towards short answers).
 """
 
 from __future__ import annotations
@@ -139,10 +140,14 @@ def overlong_penalty(completion: str, problem: dict, num_tokens: int, truncated:
 
 
 def length_penalty(completion: str, problem: dict, num_tokens: int, truncated: bool, *, max_len: int,
-                   free: int = 0) -> float:
-    """-(num_tokens - free) / (max_len - free), clipped to [-1, 0]: 0 up to `free` tokens, then linearly down
-    to -1 at max_len. A pull towards short completions on every length, where overlong_penalty only acts near
-    the cap; with a small weight it breaks ties between equally correct answers in favour of the shorter."""
-    if not 0 <= free < max_len:
-        raise ValueError(f"length_penalty: needs 0 <= free < max_len, got free={free} max_len={max_len}")
-    return -min(1.0, max(0, num_tokens - free) / (max_len - free))
+                   free: int = 0, unit: str = "tokens") -> float:
+    """-(length - free) / (max_len - free), clipped to [-1, 0]: 0 up to `free`, then linearly down to -1 at
+    max_len. A pull towards short completions at every length, where overlong_penalty acts only near the cap;
+    with a small weight it breaks ties between equally correct answers in favour of the shorter. The length is
+    num_tokens, or with unit="chars" the completion's characters (which differ between completions of the same
+    token count: a random model that never stops still gets different rewards, as configs/tiny-cpu.yaml uses)."""
+    if not 0 <= free < max_len or unit not in ("tokens", "chars"):
+        raise ValueError(f"length_penalty: needs 0 <= free < max_len and unit tokens or chars, got free={free} "
+                         f"max_len={max_len} unit={unit!r}")
+    length = num_tokens if unit == "tokens" else len(completion)
+    return -min(1.0, max(0, length - free) / (max_len - free))

@@ -87,7 +87,7 @@ def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Pro
 
 def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunction] = ()) -> dict[str, Any]:
     """Accuracy and counts overall, pass@k / mean@k, breakdowns by subject / level / category, and each reward
-    function's mean (weighted) reward and status counts on the greedy completions."""
+    function's mean value (before its weight) and status counts on the greedy completions."""
     n = len(items)
     summary: dict[str, Any] = {
         "n": n,
@@ -105,7 +105,7 @@ def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunct
         summary[f"mean@{k}"] = sum(sum(i.samples_correct) / k for i in items) / n
     for j, fn in enumerate(functions):
         scores = [i.functions[j] for i in items]
-        summary[f"reward/{fn.name}"] = {"mean": sum(f.reward for f in scores) / n if n else float("nan"),
+        summary[f"reward/{fn.name}"] = {"mean": sum(f.value for f in scores if f.status == "ok") / n if n else None,
                                         **Counter(f.status for f in scores)}
     for key in ("subject", "level", "category"):
         groups: dict[str, list[bool]] = defaultdict(list)

@@ -95,13 +95,14 @@ def status_counts(scored: Iterable[ScoredItem]) -> dict[str, int]:
 def function_sums(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequence[RewardFunction],
                   prefix: str) -> dict[str, tuple[float, int]]:
     """(sum, count) per metric, for grpo_train.learner.global_means, from each item's `functions` scores: for each
-    function, prefix + name is its mean weighted reward (its share of the mean reward), and prefix + name +
+    function, prefix + name is the mean value it returned, before its weight (items without a number count 0:
+    weight times this is its share of the mean reward; a weight-0 entry is a metric only), and prefix + name +
     "/no_answer", "/error" and "/timeout" the fractions of the items where it returned None, failed, or ran
     out of time."""
     sums: dict[str, tuple[float, int]] = {}
     for j, fn in enumerate(functions):
         column = [item[j] for item in scores]
-        sums[prefix + fn.name] = (sum(f.reward for f in column), len(column))
+        sums[prefix + fn.name] = (sum(f.value for f in column if f.status == "ok"), len(column))
         for status in ("no_answer", "error", "timeout"):
             sums[f"{prefix}{fn.name}/{status}"] = (sum(f.status == status for f in column), len(column))
     return sums

@@ -292,6 +292,8 @@ def test_pool_scores_functions_with_per_function_statuses(user_file):
     sums = function_sums([s.functions for s in scored], functions, "reward/fn/")
     assert sums["reward/fn/flaky"] == (2.0, 3) and sums["reward/fn/flaky/error"] == (1, 3)
     assert sums["reward/fn/sleepy/timeout"] == (3, 3) and sums["reward/fn/hedge/no_answer"] == (1, 3)
+    assert sums["reward/fn/echo"][0] == pytest.approx(2.1 + 3.02 + 2.5)  # the values, before the weight 0.5
+    assert sums["reward/fn/hedge"] == (1.0, 3)  # 0.5 + None + 0.5; its weight 2 applies to the reward only
     assert set(function_errors([s.functions for s in scored], functions)) == {"flaky", "sleepy", "wordy"}
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from grpo_train.user_code import function_problems, template_problems
+
 
 class ConfigError(ValueError):
     """A config problem, with the key path (e.g. `algorithm.group_size`) and the file in its message."""
@@ -353,9 +355,9 @@ def _data_problems(d: DataConfig, eval_size: int) -> list[tuple[str, str]]:
         problems.append(("data.kind", "auto reads GSM8K / MATH rows only; with data.question_key say which checker "
                          "scores the answers: gsm8k (numbers), math (LaTeX) or none (reward.functions only)"))
     if d.map_fn:
-        problems += [("data.map_fn", err) for err in _function_problems(d.map_fn, 1, {})]
+        problems += [("data.map_fn", err) for err in function_problems(d.map_fn, 1, {})]
     if d.template_file:
-        problems += [("data.template_file", err) for err in _template_problems(d.template_file, d.template)]
+        problems += [("data.template_file", err) for err in template_problems(d.template_file, d.template)]
     return problems
 
 
@@ -367,7 +369,7 @@ def _reward_problems(r: RewardConfig) -> list[tuple[str, str]]:
         if not entry.function:
             problems.append((f"{key}.function", "is empty; give module:function or path/to/file.py:function"))
             continue
-        problems += [(f"{key}.function", err) for err in _function_problems(entry.function, 4, entry.kwargs)]
+        problems += [(f"{key}.function", err) for err in function_problems(entry.function, 4, entry.kwargs)]
         name = entry.name or entry.function.rpartition(":")[2].strip()
         if not _METRIC_NAME.fullmatch(name):
             problems.append((f"{key}.name", f"{name!r} must be letters, digits, _ . - (it names reward/fn/<name>)"))
@@ -377,41 +379,6 @@ def _reward_problems(r: RewardConfig) -> list[tuple[str, str]]:
     return problems
 
 
-def _function_problems(spec: str, positional: int, kwargs: dict[str, Any]) -> list[str]:
-    from grpo_train.user_code import UserCodeError, check_call, load_function
-
-    try:
-        check_call(load_function(spec), positional, kwargs)
-    except UserCodeError as err:
-        return [f"{spec}: {err}"]
-    return []
-
-
-def _template_problems(path_text: str, template: str) -> list[str]:
-    path = Path(path_text)
-    if not path.is_file():
-        return [f"{path_text} not found"]
-    if template == "fewshot":
-        return ["replaces the built-in prompt formats' question and instruction; write any worked examples into "
-                "it and use data.template chat or raw"]
-    import jinja2  # comes with transformers
-
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            messages = yaml.safe_load(path.read_text())
-            if not (isinstance(messages, list) and messages and all(
-                    isinstance(m, dict) and set(m) == {"role", "content"} and isinstance(m["content"], str)
-                    for m in messages)):
-                return [f"{path_text}: a .yaml template must be a list of {{role, content}} messages"]
-            for message in messages:
-                jinja2.Environment().parse(message["content"])
-        else:
-            jinja2.Environment().parse(path.read_text())
-    except yaml.YAMLError as err:
-        return [f"{path_text}: malformed YAML: {err}"]
-    except jinja2.TemplateSyntaxError as err:
-        return [f"{path_text}: line {err.lineno}: Jinja syntax error: {err.message}"]
-    return []
 
 
 # ----------------------------------------------------------------------------------------------------

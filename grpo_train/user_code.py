@@ -1,6 +1,7 @@
-"""A user's Python function named in the config: `module:function` or `path/to/file.py:function`.
+"""A user's Python function named in the config (`module:function` or `path/to/file.py:function`), and the
+config's checks of it and of a template file.
 
-    fn = load_function("examples/countdown/reward.py:countdown_reward")   # a file, relative to the working dir
+    fn = load_function("examples/countdown/countdown.py:equation_reward")  # a file, relative to the working dir
     fn = load_function("grpo_train.rewards:overlong_penalty")              # a module on the Python path
     check_call(fn, 4, {"max_len": 256})   # the call fn(a, b, c, d, max_len=256) binds, else UserCodeError
 
@@ -99,3 +100,47 @@ def check_call(fn: Callable[..., Any], positional: int, kwargs: dict[str, Any]) 
                             f"{positional} positional arguments"
                             + (f" and the keyword arguments {sorted(kwargs)}" if kwargs else "")
                             + f" ({err})") from None
+
+
+# ----------------------------------------------------------------------------------------------------
+# Checks for the config (grpo_train.config.validate): what is wrong, as message texts; an empty list if nothing
+
+
+def function_problems(spec: str, positional: int, kwargs: dict[str, Any]) -> list[str]:
+    """Why `spec` cannot be called with `positional` arguments and `kwargs` (it is imported to find out)."""
+    try:
+        check_call(load_function(spec), positional, kwargs)
+    except UserCodeError as err:
+        return [f"{spec}: {err}"]
+    return []
+
+
+def template_problems(path_text: str, template: str) -> list[str]:
+    """Why `path_text` is not a usable data.template_file with data.template `template` (Jinja syntax included)."""
+    import jinja2  # comes with transformers
+    import yaml
+
+    path = Path(path_text)
+    if not path.is_file():
+        return [f"{path_text} not found"]
+    if template == "fewshot":
+        return ["replaces the built-in prompt formats' question and instruction; write any worked examples into "
+                "it and use data.template chat or raw"]
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            messages = yaml.safe_load(path.read_text())
+            if not (isinstance(messages, list) and messages and all(
+                    isinstance(m, dict) and set(m) == {"role", "content"} and isinstance(m["content"], str)
+                    for m in messages)):
+                return [f"{path_text}: a .yaml template must be a list of {{role, content}} messages"]
+            if template == "raw":
+                return [f"{path_text}: a list of chat messages needs data.template chat"]
+            for message in messages:
+                jinja2.Environment().parse(message["content"])
+        else:
+            jinja2.Environment().parse(path.read_text())
+    except yaml.YAMLError as err:
+        return [f"{path_text}: malformed YAML: {err}"]
+    except jinja2.TemplateSyntaxError as err:
+        return [f"{path_text}: line {err.lineno}: Jinja syntax error: {err.message}"]
+    return []

@@ -234,6 +234,9 @@ def test_data_map_fn_and_template_file_checks(tmp_path, monkeypatch):
     (tmp_path / "chat.yaml").write_text("- {role: user, content: '{{ question }}'}\n")
     with pytest.raises(ConfigError, match="data.template_file: .*data.template chat or raw"):
         load_config(None, ["data.template_file=chat.yaml", "data.template=fewshot"])
+    with pytest.raises(ConfigError, match="data.template_file: chat.yaml: a list of chat messages needs data.template"):
+        load_config(None, ["data.template_file=chat.yaml", "data.template=raw"])
+    assert load_config(None, ["data.template_file=chat.yaml"]).data.template_file == "chat.yaml"
     (tmp_path / "notalist.yaml").write_text("user: '{{ question }}'\n")
     with pytest.raises(ConfigError, match="a list of \\{role, content\\} messages"):
         load_config(None, ["data.template_file=notalist.yaml"])

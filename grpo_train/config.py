@@ -379,8 +379,6 @@ def _reward_problems(r: RewardConfig) -> list[tuple[str, str]]:
     return problems
 
 
-
-
 # ----------------------------------------------------------------------------------------------------
 # Building dataclasses from plain YAML values, with the key path in every error
 

@@ -146,7 +146,7 @@ def countdown_reward():
     ("<think>25 - 7 = 18, 18 * 3 = 54</think> \\boxed{(25 - 7) * 3}", 1.0),
     ("\\boxed{(25 - 7) \\times 3 = 54}", 1.0),  # LaTeX operators, the "= target" part ignored
     ("\\boxed{3 * (25 - 7)}", 1.0),
-    ("\\boxed{25 + 7 + 3}", 0.1),  # an equation, but not the target
+    ("\\boxed{25 + 7 + 3}", 0.1),  # the numbers, but not the target (numbers_score 0.1)
     ("\\boxed{(25 - 7) * 3 * 1}", 0.1),  # a number that was not given
     ("\\boxed{(25 - 7) * 3 + 3 - 3}", 0.1),  # a number used twice
     ("\\boxed{54}", 0.1),  # the target alone uses none of the numbers
@@ -163,6 +163,14 @@ def test_countdown_reward(completion, expected, tmp_path, monkeypatch):
     assert not (tmp_path / "pwned").exists()
 
 
+def test_countdown_reward_scores():
+    reward, problem = countdown_reward(), {"nums": [3, 7, 25], "target": 54}
+    scores = {"numbers_score": 0.5, "format_score": 0.2}
+    assert reward("\\boxed{25 + 7 + 3}", problem, 0, False, **scores) == 0.5  # the numbers, not the target
+    assert reward("\\boxed{25 + 7 + 7}", problem, 0, False, **scores) == 0.2  # another equation
+    assert reward("\\boxed{(25 - 7) * 3}", problem, 0, False, **scores) == 1.0
+
+
 def test_countdown_data_are_solvable_and_held_out(tmp_path):
     make_data = REPO / "examples" / "countdown" / "make_data.py"
     subprocess.run([sys.executable, str(make_data), "--out", str(tmp_path), "--train", "300", "--test", "50"],
@@ -174,7 +182,7 @@ def test_countdown_data_are_solvable_and_held_out(tmp_path):
         return tuple(sorted(row["nums"])), row["target"]
 
     assert not {key(r) for r in train} & {key(r) for r in test}
-    assert all(len(r["nums"]) == 3 and min(r["nums"]) >= 1 and max(r["nums"]) <= 20 and 0 < r["target"] <= 100
+    assert all(len(r["nums"]) == 3 and min(r["nums"]) >= 1 and max(r["nums"]) <= 10 and 0 < r["target"] <= 50
                for r in train + test)
     reward = countdown_reward()
     for row in test:  # each has a solution, found here by brute force and accepted by the reward

@@ -70,10 +70,12 @@ def parse_equation(text: str) -> tuple[Fraction, list[int]] | None:
 
 
 def equation_reward(completion: str, problem: dict, num_tokens: int, truncated: bool, *,
-                    format_score: float = 0.1) -> float | None:
-    """1.0 when the boxed equation uses each given number exactly once and equals the target;
-    format_score for a well-formed equation that does not; 0.0 for a box that is not an equation;
-    None (no answer) when there is no box."""
+                    numbers_score: float = 0.1, format_score: float = 0.1) -> float | None:
+    """1.0 when the boxed equation uses each given number exactly once and equals the target; numbers_score when it
+    uses each number once but misses the target; format_score for another well-formed equation; 0.0 for a box
+    that is not an equation; None (no answer) when there is no box. With both scores 0.1 this is TinyZero's
+    reward; a higher numbers_score credits the half of the task a small model gets wrong most (it writes numbers
+    that were not given)."""
     boxed = last_boxed(completion)
     if boxed is None:
         return None
@@ -81,5 +83,6 @@ def equation_reward(completion: str, problem: dict, num_tokens: int, truncated: 
     if parsed is None:
         return 0.0
     value, used = parsed
-    solved = Counter(used) == Counter(problem["nums"]) and value == problem["target"]
-    return 1.0 if solved else format_score
+    if Counter(used) != Counter(problem["nums"]):
+        return format_score
+    return 1.0 if value == problem["target"] else numbers_score

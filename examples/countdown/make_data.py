@@ -1,6 +1,6 @@
 """Write Countdown problems as jsonl: each row {"nums": [...], "target": N}, solvable by construction.
 
-    python examples/countdown/make_data.py                          # 2,000 train + 200 test, 3 numbers in 1-20
+    python examples/countdown/make_data.py                          # 2,000 train + 200 test, 3 numbers in 1-10
     python examples/countdown/make_data.py --count 4 --max-number 50 --out /tmp/cd4
 
 Each problem: `count` numbers drawn from 1..max-number, combined in a random order by random operators into
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train", type=int, default=2000, help="training problems")
     parser.add_argument("--test", type=int, default=200, help="held-out problems")
     parser.add_argument("--count", type=int, default=3, help="numbers per problem")
-    parser.add_argument("--max-number", type=int, default=20, help="largest number")
-    parser.add_argument("--max-target", type=int, default=100, help="largest target")
+    parser.add_argument("--max-number", type=int, default=10, help="largest number")
+    parser.add_argument("--max-target", type=int, default=50, help="largest target")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rng = random.Random(f"countdown-{args.seed}")

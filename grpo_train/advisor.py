@@ -55,9 +55,11 @@ from torch import Tensor
 from grpo_train.algorithms import token_logprobs_from_logits
 from grpo_train.analysis import VarianceComponents, best_group_size, estimate_variance_components
 from grpo_train.config import Config, ConfigError, load_config
-from grpo_train.data import PromptRenderer, PromptSampler, load_problems
+from grpo_train.data import PromptSampler, load_problems
 from grpo_train.evaluation import verify
 from grpo_train.models import resolve_model
+from grpo_train.prompts import PromptRenderer
+from grpo_train.rewards import reward_functions
 from grpo_train.rollout import Rollout, SamplingSpec, make_engine, rollout_seed
 from grpo_train.verifier_pool import VerifierPool
 
@@ -89,7 +91,8 @@ def sample_groups(cfg: Config, num_prompts: int, samples_per_prompt: int, seed: 
         rollouts = engine.generate(prompt_ids, spec)
     finally:
         engine.close()
-    with VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s) as pool:
+    with VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s,
+                      functions=reward_functions(cfg.reward)) as pool:
         texts, scored = verify(pool, tokenizer, rollouts, problems, cfg.reward)
     rewards = torch.tensor([s.reward for s in scored], dtype=torch.float64)
     return Groups(rollouts, rewards.view(num_prompts, samples_per_prompt), texts)

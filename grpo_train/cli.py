@@ -106,8 +106,9 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"grpo-train: config error: {err}", file=sys.stderr)
         return 2
     from grpo_train.checkpoint import CheckpointError
-    from grpo_train.data import DataError, PromptTooLongError
+    from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
+    from grpo_train.prompts import PromptTooLongError
     from grpo_train.trainer import RunDirError, train
 
     try:

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from grpo_train.user_code import function_problems, template_problems
+
 
 class ConfigError(ValueError):
     """A config problem, with the key path (e.g. `algorithm.group_size`) and the file in its message."""
@@ -57,6 +59,9 @@ class ModelConfig:
     lora: LoraConfig = field(default_factory=LoraConfig, metadata={"doc": "LoRA adapters (rank 0 = off)"})
 
 
+SYNTHETIC_CATEGORIES = ("add_sub_2", "add_sub_3", "multiplication", "division", "parentheses")
+
+
 @dataclass
 class SyntheticConfig:
     min_operand: int = _f(1, "smallest operand of the synthetic arithmetic problems")
@@ -65,15 +70,30 @@ class SyntheticConfig:
     num_train: int = _f(5000, "problems generated for training")
     seed: int = _f(1234, "seed of the problem generator (independent of run.seed)")
     categories: list[str] = _f(
-        ["add_sub_2", "add_sub_3", "multiplication", "division", "parentheses"],
+        list(SYNTHETIC_CATEGORIES),
         "categories drawn (uniformly) for train, test and the few-shot examples; a subset sets the difficulty",
     )
 
 
 @dataclass
 class DataConfig:
-    source: str = _f("synthetic", "synthetic, gsm8k, math, or a local .jsonl/.parquet file")
+    source: str = _f("synthetic", "synthetic, gsm8k, math, a local .jsonl/.parquet/.csv file, a dataset folder or a "
+                     "hub id (owner/name)")
     eval_source: str = _f("", "held-out set; empty = the same source's test split (synthetic: fresh problems)")
+    split: str = _f("train", "split of a dataset folder or hub id used for training")
+    eval_split: str = _f("test", "split of a dataset folder or hub id used for the held-out set")
+    subset: str = _f("", "configuration name of a dataset folder or hub id (load_dataset's name), e.g. main")
+    question_key: str = _f("", "field holding the question; empty = GSM8K {question, answer} or MATH {problem, "
+                           "answer/solution} rows, recognised per row")
+    answer_key: str = _f("", "field holding the gold answer (a string or a number); needed with question_key "
+                         "unless kind is none")
+    kind: str = _f("auto", "which checker scores the answers: gsm8k, math, none (only reward.functions score "
+                   "them) or auto (from the row's layout; synthetic: gsm8k)")
+    map_fn: str = _f("", "module:function or path/to/file.py:function applied to every row (a dict) before "
+                     "its fields are read; returns the row to use, or None to leave it out")
+    template_file: str = _f("", "Jinja template over the problem's record (question, gold, the row's fields) "
+                            "replacing question + instruction: .yaml/.yml = a list of chat messages, other = text "
+                            "(the user turn with template chat, the whole prompt with raw)")
     template: str = _f("chat", "prompt template: chat, fewshot (chat with worked examples) or raw")
     num_shots: int = _f(3, "worked examples in the fewshot template")
     system_prompt: str = _f("", "system message of the chat templates (empty = none)")
@@ -103,10 +123,23 @@ class RolloutConfig:
 
 
 @dataclass
+class RewardFunctionConfig:
+    function: str = _f("", "module:function (a module on the Python path) or path/to/file.py:function (relative "
+                       "to the working directory); called as fn(completion, problem, num_tokens, truncated, "
+                       "**kwargs) -> float or None (see grpo_train/rewards.py)")
+    weight: float = _f(1.0, "its value times this is added to the completion's reward")
+    name: str = _f("", "metric name, reward/fn/<name> (default: the function's name)")
+    kwargs: dict[str, Any] = _f({}, "keyword arguments passed on every call")
+
+
+@dataclass
 class RewardConfig:
     accuracy_weight: float = _f(1.0, "reward for a verified-correct final answer")
-    format_weight: float = _f(0.0, "reward for stating the answer in the expected format")
-    timeout_s: float = _f(5.0, "hard per-item verifier timeout, seconds")
+    format_weight: float = _f(0.0, "reward for stating the answer in the expected format (the built-in "
+                              "grpo_train.rewards:boxed_format with this weight, logged as reward/fn/format)")
+    functions: list[RewardFunctionConfig] = _f([], "reward functions added to the accuracy reward: a list of "
+                                               "{function, weight, name, kwargs}")
+    timeout_s: float = _f(5.0, "hard per-item verifier timeout, seconds (also per reward-function call)")
     num_workers: int = _f(2, "verifier worker processes")
 
 
@@ -192,6 +225,7 @@ _CHOICES = {
     "model.dtype": ("float32", "bfloat16", "auto"),
     "model.attn_implementation": ("sdpa", "eager", "flash_attention_2"),
     "data.template": ("chat", "fewshot", "raw"),
+    "data.kind": ("auto", "gsm8k", "math", "none"),
     "rollout.engine": ("vllm", "hf"),
     "algorithm.advantage": ("grpo", "dr_grpo", "rloo", "none"),
     "algorithm.kl_estimator": ("k1", "k2", "k3"),
@@ -217,6 +251,11 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
          "must be >= data.synthetic.min_operand"),
         ("data.synthetic.max_factor", c.data.synthetic.max_factor >= 2, "must be >= 2"),
         ("data.synthetic.num_train", c.data.synthetic.num_train >= 1, "must be >= 1"),
+        ("data.synthetic.categories", bool(c.data.synthetic.categories)
+         and set(c.data.synthetic.categories) <= set(SYNTHETIC_CATEGORIES),
+         f"must be a non-empty list of {', '.join(SYNTHETIC_CATEGORIES)}"),
+        ("data.synthetic.min_operand", c.data.synthetic.min_operand <= c.data.synthetic.max_factor,
+         "must be <= data.synthetic.max_factor (multiplication and division draw factors from that range)"),
         ("rollout.temperature", r.temperature >= 0.0, "must be >= 0"),
         ("rollout.top_p", 0.0 < r.top_p <= 1.0, "must be in (0, 1]"),
         ("rollout.top_k", r.top_k == -1 or r.top_k >= 1, "must be -1 or >= 1"),
@@ -298,6 +337,76 @@ def validate(cfg: Config, origin: Origin | str = "<config>") -> None:
             f"{origin.of('algorithm.mini_batches')}: algorithm.mini_batches: {cfg.algorithm.mini_batches} must divide "
             f"prompts_per_step * group_size = {cfg.algorithm.prompts_per_step * cfg.algorithm.group_size}"
         )
+    problems = _data_problems(cfg.data, cfg.run.eval_size) + _reward_problems(cfg.reward)
+    if problems:
+        key, problem = problems[0]
+        raise ConfigError(f"{origin.of(key)}: {key}: {problem}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Validation of data sources and the user's code (reward functions, map_fn, template file): it imports the
+# functions once, so that a typo is an error here, before any model loads, also under --print-config.
+
+_FILE_SUFFIXES = (".jsonl", ".parquet", ".csv")
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+_METRIC_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def source_kind(source: str) -> str:
+    """What a data.source / data.eval_source text names: synthetic, hub (the gsm8k / math shortcuts), file,
+    dataset (a local dataset folder or a hub id, read with datasets.load_dataset) or unknown."""
+    if source == "synthetic":
+        return "synthetic"
+    if source in ("gsm8k", "math"):
+        return "hub"
+    if source.endswith(_FILE_SUFFIXES):
+        return "file"
+    if Path(source).is_dir() or _HUB_ID.fullmatch(source):
+        return "dataset"
+    return "unknown"
+
+
+def _data_problems(d: DataConfig, eval_size: int) -> list[tuple[str, str]]:
+    """(key, what is wrong) for each problem of the data section, first one first."""
+    problems = []
+    for key, value in (("data.source", d.source), ("data.eval_source", d.eval_source)):
+        if value and source_kind(value) == "unknown":
+            problems.append((key, f"{value!r} is not synthetic, gsm8k, math, a {' / '.join(_FILE_SUFFIXES)} file, "
+                                  "a dataset folder or a hub id (owner/name)"))
+    if source_kind(d.source) == "file" and not d.eval_source and eval_size:
+        problems.append(("data.eval_source", f"data.source is a local file ({d.source}); set data.eval_source to a "
+                         "held-out file, or run.eval_size=0 for no held-out eval"))
+    if d.answer_key and not d.question_key:
+        problems.append(("data.question_key", f"must be set with data.answer_key ({d.answer_key!r})"))
+    if d.question_key and not d.answer_key and d.kind != "none":
+        problems.append(("data.answer_key", f"must name the gold answer's field with data.question_key "
+                         f"({d.question_key!r}), unless data.kind is none"))
+    if d.question_key and d.kind == "auto":
+        problems.append(("data.kind", "auto reads GSM8K / MATH rows only; with data.question_key say which checker "
+                         "scores the answers: gsm8k (numbers), math (LaTeX) or none (reward.functions only)"))
+    if d.map_fn:
+        problems += [("data.map_fn", err) for err in function_problems(d.map_fn, 1, {})]
+    if d.template_file:
+        problems += [("data.template_file", err) for err in template_problems(d.template_file, d.template)]
+    return problems
+
+
+def _reward_problems(r: RewardConfig) -> list[tuple[str, str]]:
+    problems = []
+    names: dict[str, str] = {"format": "reward.format_weight"} if r.format_weight else {}
+    for i, entry in enumerate(r.functions):
+        key = f"reward.functions[{i}]"
+        if not entry.function:
+            problems.append((f"{key}.function", "is empty; give module:function or path/to/file.py:function"))
+            continue
+        problems += [(f"{key}.function", err) for err in function_problems(entry.function, 4, entry.kwargs)]
+        name = entry.name or entry.function.rpartition(":")[2].strip()
+        if not _METRIC_NAME.fullmatch(name):
+            problems.append((f"{key}.name", f"{name!r} must be letters, digits, _ . - (it names reward/fn/<name>)"))
+        elif name in names:
+            problems.append((f"{key}.name", f"{name!r} is taken by {names[name]}; give this entry another name"))
+        names[name] = key
+    return problems
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -492,4 +601,7 @@ def field_docs(cls: type = Config, prefix: str = "") -> dict[str, str]:
             docs.update(field_docs(hints[f.name], key + "."))
         else:
             docs[key] = f.metadata.get("doc", "")
+            item_type = typing.get_args(hints[f.name])[:1]
+            if typing.get_origin(hints[f.name]) is list and dataclasses.is_dataclass(item_type[0]):
+                docs.update(field_docs(item_type[0], key + "[]."))  # each entry's fields
     return docs

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from grpo_train.config import Config, ConfigError, RewardConfig, load_config
+from grpo_train.config import Config, ConfigError, RewardConfig, load_config, source_kind
 from grpo_train.data import Problem
+from grpo_train.rewards import RewardFunction, reward_functions
 from grpo_train.rollout import Rollout, SamplingSpec
-from grpo_train.verifier_pool import ScoredItem, VerifierPool, VerifyItem
+from grpo_train.verifier_pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -34,11 +36,16 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def verify(pool: VerifierPool, tokenizer, rollouts: list[Rollout], problems: list[Problem],
            reward: RewardConfig) -> tuple[list[str], list[ScoredItem]]:
-    """Decode each rollout and score it against the gold answer of `problems[rollout.prompt_index]`."""
+    """Decode each rollout and score it against the gold answer of `problems[rollout.prompt_index]`, and with the
+    pool's reward functions."""
     texts = tokenizer.batch_decode([r.completion_token_ids for r in rollouts], skip_special_tokens=True)
-    items = [VerifyItem(text, problems[r.prompt_index].gold, problems[r.prompt_index].dataset,
-                        problems[r.prompt_index].question) for text, r in zip(texts, rollouts, strict=True)]
-    scores = pool.score_batch(items, accuracy_weight=reward.accuracy_weight, format_weight=reward.format_weight)
+    records = {r.prompt_index: problems[r.prompt_index].record() for r in rollouts}
+    items = []
+    for text, r in zip(texts, rollouts, strict=True):
+        problem = problems[r.prompt_index]
+        items.append(VerifyItem(text, problem.gold, problem.dataset, problem.question, records[r.prompt_index],
+                                len(r.completion_token_ids), r.truncated))
+    scores = pool.score_batch(items, accuracy_weight=reward.accuracy_weight)
     return texts, scores
 
 
@@ -54,6 +61,7 @@ class EvalItem:
     truncated: bool
     completion_tokens: int
     samples_correct: list[bool]
+    functions: tuple[FunctionScore, ...] = ()  # the pool's reward functions on the greedy completion
 
 
 def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Problem], reward: RewardConfig,
@@ -70,15 +78,16 @@ def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Pro
                                                          seed=seed + 1))
         _, sample_scores = verify(pool, tokenizer, rollouts, problems, reward)
         for r, s in zip(rollouts, sample_scores, strict=True):
-            sampled[r.prompt_index].append(s.accuracy_reward > 0)
-    return [EvalItem(problem=p, greedy_text=text, greedy_correct=s.accuracy_reward > 0, greedy_status=s.status,
+            sampled[r.prompt_index].append(s.correct)
+    return [EvalItem(problem=p, greedy_text=text, greedy_correct=s.correct, greedy_status=s.status,
                      greedy_answer=s.answer, truncated=r.truncated, completion_tokens=len(r.completion_token_ids),
-                     samples_correct=sampled[i])
+                     samples_correct=sampled[i], functions=s.functions)
             for i, (p, r, text, s) in enumerate(zip(problems, greedy, texts, scores, strict=True))]
 
 
-def summarise(items: list[EvalItem], k: int = 1) -> dict[str, Any]:
-    """Accuracy and counts overall, pass@k / mean@k, and breakdowns by subject / level / category."""
+def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunction] = ()) -> dict[str, Any]:
+    """Accuracy and counts overall, pass@k / mean@k, breakdowns by subject / level / category, and each reward
+    function's mean value (before its weight) and status counts on the greedy completions."""
     n = len(items)
     summary: dict[str, Any] = {
         "n": n,
@@ -94,6 +103,10 @@ def summarise(items: list[EvalItem], k: int = 1) -> dict[str, Any]:
         for j in sorted({1, k} | {2 ** e for e in range(1, int(math.log2(k)) + 1)}):
             summary[f"pass@{j}"] = sum(pass_at_k(k, sum(i.samples_correct), j) for i in items) / n
         summary[f"mean@{k}"] = sum(sum(i.samples_correct) / k for i in items) / n
+    for j, fn in enumerate(functions):
+        scores = [i.functions[j] for i in items]
+        summary[f"reward/{fn.name}"] = {"mean": sum(f.value for f in scores if f.status == "ok") / n if n else None,
+                                        **Counter(f.status for f in scores)}
     for key in ("subject", "level", "category"):
         groups: dict[str, list[bool]] = defaultdict(list)
         for item in items:
@@ -139,11 +152,13 @@ EVAL_DEFAULTS = {"data": "synthetic", "template": "chat", "num_shots": 3, "max_t
 def _data_overrides(data: str) -> list[str]:
     if data in ("synthetic", "gsm8k", "math"):
         return [f"data.source={data}", "data.eval_source="]
-    if Path(data).suffix not in (".jsonl", ".parquet"):
-        raise ConfigError(f"--data: {data!r} is not synthetic, gsm8k, math, or a .jsonl / .parquet file")
-    if not Path(data).is_file():
+    kind = source_kind(data)
+    if kind == "unknown":
+        raise ConfigError(f"--data: {data!r} is not synthetic, gsm8k, math, a .jsonl / .parquet / .csv file, "
+                          "a dataset folder or a hub id (owner/name)")
+    if kind == "file" and not Path(data).is_file():
         raise ConfigError(f"--data: {data}: file not found")
-    return [f"data.source={data}", f"data.eval_source={data}"]  # a local file: its rows are the test set
+    return [f"data.source={data}", f"data.eval_source={data}"]  # its rows (its test split) are the test set
 
 
 def eval_config(args) -> Config:
@@ -166,7 +181,8 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
     from rich.progress import Progress
     from transformers import AutoTokenizer
 
-    from grpo_train.data import PromptRenderer, load_problems
+    from grpo_train.data import load_problems
+    from grpo_train.prompts import PromptRenderer
     from grpo_train.rollout import make_engine
 
     cfg = eval_config(args)
@@ -182,7 +198,9 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
     engine = make_engine(cfg, seed=args.seed)
     items: list[EvalItem] = []
     chunk = 64  # progress granularity; vLLM batches within each chunk
-    with VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s) as pool, Progress() as bar:
+    functions = reward_functions(cfg.reward)  # a training config's reward functions are scored too
+    with VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s,
+                      functions=functions) as pool, Progress() as bar:
         task = bar.add_task(f"eval {len(problems)} problems", total=len(problems))
         for start in range(0, len(problems), chunk):
             part = problems[start: start + chunk]
@@ -191,7 +209,7 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
             bar.advance(task, len(part))
     engine.close()
     summary = {"model": args.model or model_path, "data": cfg.data.source, "template": cfg.data.template,
-               "config": args.config, **summarise(items, args.k)}
+               "config": args.config, **summarise(items, args.k, functions)}
     with open(out / "completions.jsonl", "w") as f:
         for item in items:
             f.write(json.dumps(item_record(item)) + "\n")

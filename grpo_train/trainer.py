@@ -27,14 +27,16 @@ from transformers import AutoTokenizer
 
 from grpo_train import algorithms, checkpoint
 from grpo_train.config import Config, ConfigError, RewardConfig, save_config, to_dict
-from grpo_train.data import PromptRenderer, PromptSampler, load_problems
+from grpo_train.data import PromptSampler, load_problems
 from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
 from grpo_train.metrics import METRICS_FILE, MetricsLogger
 from grpo_train.models import resolve_model
 from grpo_train.plot import plot_run
+from grpo_train.prompts import PromptRenderer
+from grpo_train.rewards import reward_functions
 from grpo_train.rollout import SamplingSpec, hf_weights, make_engine, rollout_seed
-from grpo_train.verifier_pool import VerifierPool
+from grpo_train.verifier_pool import VerifierPool, function_errors, function_sums, function_values
 
 
 class RunDirError(RuntimeError):
@@ -151,9 +153,10 @@ def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Conf
 
 
 def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, rank: int, world: int) -> dict[str, float]:
-    """Greedy accuracy on the held-out problems, each rank scoring its own share (accuracy reward only)."""
+    """Greedy accuracy on the held-out problems, each rank scoring its own share; the reward functions' means."""
     items = run_eval(engine, tokenizer, renderer, pool, problems[rank::world], RewardConfig(), cfg.rollout.max_tokens)
     sums = {
+        **function_sums([i.functions for i in items], pool.functions, "eval/fn/"),
         "eval/accuracy": (sum(i.greedy_correct for i in items), len(items)),
         "eval/truncated": (sum(i.truncated for i in items), len(items)),
         "eval/completion_len": (sum(i.completion_tokens for i in items), len(items)),
@@ -198,7 +201,9 @@ def train(cfg: Config) -> Path:
     optimizer_steps = cfg.run.steps * a.num_iterations * a.mini_batches
     learner = Learner(cfg, model_path, optimizer_steps)
     engine = make_engine(cfg, seed=cfg.run.seed + rank)
-    verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s)
+    verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s,
+                            functions=reward_functions(cfg.reward))
+    reported_failures: set[str] = set()  # reward functions whose first error / timeout has been printed
     save_hf = checkpoint.hf_folder_writer(learner.base_config, model_path)
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
@@ -243,10 +248,15 @@ def train(cfg: Config) -> Path:
         t_rollout = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
-        # 3. Reward: verify every completion against its problem's gold answer
+        # 3. Reward: verify every completion against its problem's gold answer; add the reward functions
         t0 = time.perf_counter()
         texts, scores = verify(verifier, tokenizer, rollouts, problems, cfg.reward)
         rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)  # [n_prompts * G]
+        for name, failure in function_errors([s.functions for s in scores], verifier.functions).items():
+            if name not in reported_failures:  # the first per function; later ones are counted in the metrics
+                reported_failures.add(name)
+                logger.print(f"warning: reward function {name}: {failure} (scored 0; counted in reward/fn/{name}/"
+                             "error and /timeout, printed once)")
         t_reward = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
@@ -289,8 +299,8 @@ def train(cfg: Config) -> Path:
         metrics = global_means({
             "reward/mean": (float(rewards.sum()), len(scores)),
             "reward/sq": (float((rewards**2).sum()), len(scores)),
-            "reward/accuracy": (sum(s.accuracy_reward > 0 for s in scores), len(scores)),
-            "reward/format": (sum(s.format_reward for s in scores), len(scores)),
+            "reward/accuracy": (sum(s.correct for s in scores), len(scores)),
+            **function_sums([s.functions for s in scores], verifier.functions, "reward/fn/"),
             "reward/timeouts": (sum(s.status == "timeout" for s in scores), 1),
             "reward/no_answer": (sum(s.status == "no_answer" for s in scores), 1),
             "reward/errors": (sum(s.status == "error" for s in scores), 1),
@@ -309,7 +319,8 @@ def train(cfg: Config) -> Path:
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:
             logger.samples(step, [{"prompt": problems[r.prompt_index].question, "completion": text,
                                    "reward": s.reward, "gold": problems[r.prompt_index].gold, "answer": s.answer,
-                                   "status": s.status} for r, text, s in zip(rollouts, texts, scores, strict=True)])
+                                   "status": s.status, "functions": function_values(s.functions, verifier.functions)}
+                                  for r, text, s in zip(rollouts, texts, scores, strict=True)])
 
         # --------------------------------------------------------------------------------------------
         # 9. Eval: every eval_every steps and after the last one (in the same metrics row)

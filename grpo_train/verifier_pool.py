@@ -1,10 +1,17 @@
 """Scores batches of responses in worker processes, with a hard per-item timeout.
 
-    with VerifierPool(num_workers=2, timeout_s=5.0) as pool:       # once per run: workers live on
-        scored = pool.score_batch(items, accuracy_weight=1.0, format_weight=0.1)   # every step
+    with VerifierPool(num_workers=2, timeout_s=5.0, functions=reward_functions(cfg.reward)) as pool:  # once
+        scored = pool.score_batch(items, accuracy_weight=1.0)       # every step
     metrics = status_counts(scored)                                 # ok / no_answer / timeout / error
+    sums = function_sums(scored, pool.functions, "reward/fn/")      # each reward function's mean and statuses
 
     scored = score_batch(items, timeout_s=5.0, num_workers=2)       # one-off: starts and stops workers
+
+Each item is scored by up to 1 + len(functions) calls, each a job of its own with its own timeout: the
+verifier's judgement of the answer against the gold one (not for items of kind "none"), and every reward
+function of grpo_train.rewards (the user's `reward.functions` and the built-ins), which the workers import by
+their `module:function` text. A function's call that raises, returns something other than a number or None,
+or runs out of time is that function's status `error` / `timeout` for that item and adds 0 to its reward.
 
 Why processes: SymPy can run for minutes inside C code that no signal interrupts, and Math-Verify's
 signal timeouts only work in a main thread. Each worker scores items in its own main thread under a
@@ -25,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -33,39 +41,86 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from grpo_train.verifier import Judgement, judge_with_timeout, warm_up
+from grpo_train.rewards import RewardFunction, as_reward
+from grpo_train.user_code import UserCodeError, load_function
+from grpo_train.verifier import ItemTimeout, Judgement, judge_with_timeout, warm_up
 
 SOFT_TIMEOUT_FRACTION = 0.8  # the in-worker timer fires first, so most timeouts cost no restart
 STARTUP_TIMEOUT_S = 300.0  # importing SymPy + Math-Verify on a loaded machine
 _READY = "ready"
 
 
+JUDGE = -1  # the part of an item that the verifier scores; parts 0, 1, ... are the reward functions
+
+
 class VerifyItem(NamedTuple):
     response: str
     gold: str  # GSM8K: text after "####"; MATH: the answer field or a solution with \boxed{}
-    dataset: str  # "gsm8k" or "math"
+    dataset: str  # "gsm8k" or "math"; "none": only the reward functions score it
     problem: str | None = None  # lets the verifier reject answers that echo the question
+    record: dict | None = None  # the problem's record for reward functions (Problem.record())
+    num_tokens: int = 0  # the completion's length in tokens
+    truncated: bool = False  # cut off at the length cap
+
+
+class FunctionScore(NamedTuple):
+    reward: float  # weight * value; 0 unless status is "ok"
+    value: float | None  # what the function returned (None: no answer, error or timeout)
+    status: str  # "ok", "no_answer" (it returned None), "timeout" or "error"
+    error: str | None = None  # the exception or the bad return value, when status is "error"
 
 
 @dataclass(frozen=True)
 class ScoredItem:
-    accuracy_reward: float  # accuracy_weight when the final answer is correct, else 0
-    format_reward: float  # format_weight when the answer is in \boxed{} (GSM8K: or "#### N"), else 0
-    answer: str | None  # the extracted final answer; None for no_answer / timeout / error
-    status: str  # "ok", "no_answer", "timeout" or "error"
+    correct: bool  # the verifier found the final answer equal to the gold one
+    accuracy_reward: float  # accuracy_weight when correct, else 0
+    answer: str | None  # the extracted final answer; None for no_answer / timeout / error / unchecked
+    status: str  # the verifier's: "ok", "no_answer", "timeout", "error", or "unchecked" (kind none)
     error: str | None = None  # the exception, when status is "error"
+    functions: tuple[FunctionScore, ...] = ()  # one per reward function, in the pool's order
 
     @property
     def reward(self) -> float:
-        return self.accuracy_reward + self.format_reward
+        return self.accuracy_reward + sum(f.reward for f in self.functions)
 
 
 def status_counts(scored: Iterable[ScoredItem]) -> dict[str, int]:
     """{"ok": n, "no_answer": n, "timeout": n, "error": n} for the training metrics."""
     counts = Counter(item.status for item in scored)
     return {status: counts[status] for status in ("ok", "no_answer", "timeout", "error")}
+
+
+def function_sums(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequence[RewardFunction],
+                  prefix: str) -> dict[str, tuple[float, int]]:
+    """(sum, count) per metric, for grpo_train.learner.global_means, from each item's `functions` scores: for each
+    function, prefix + name is the mean value it returned, before its weight (items without a number count 0:
+    weight times this is its share of the mean reward; a weight-0 entry is a metric only), and prefix + name +
+    "/no_answer", "/error" and "/timeout" the fractions of the items where it returned None, failed, or ran
+    out of time."""
+    sums: dict[str, tuple[float, int]] = {}
+    for j, fn in enumerate(functions):
+        column = [item[j] for item in scores]
+        sums[prefix + fn.name] = (sum(f.value for f in column if f.status == "ok"), len(column))
+        for status in ("no_answer", "error", "timeout"):
+            sums[f"{prefix}{fn.name}/{status}"] = (sum(f.status == status for f in column), len(column))
+    return sums
+
+
+def function_values(scores: tuple[FunctionScore, ...], functions: Sequence[RewardFunction]) -> dict[str, Any]:
+    """{name: what the function returned} for one item; the status instead where it returned no number."""
+    return {fn.name: f.value if f.status == "ok" else f.status for fn, f in zip(functions, scores, strict=True)}
+
+
+def function_errors(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequence[RewardFunction]) -> dict[str, str]:
+    """{name: the first error or timeout} for each function that failed on some item."""
+    failures: dict[str, str] = {}
+    for item in scores:
+        for fn, score in zip(functions, item, strict=True):
+            if score.status in ("error", "timeout") and fn.name not in failures:
+                failures[fn.name] = f"{score.status}: {score.error}"
+    return failures
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -86,26 +141,61 @@ def _serve(fd: int) -> None:
 
 def _serve_until_closed(conn: Connection) -> None:
     sys.path[:0] = [path for path in conn.recv() if path not in sys.path]  # the parent's, for judge_fn
-    soft_timeout_s, judge_fn = conn.recv()
+    soft_timeout_s, judge_fn, functions = conn.recv()
     # Math-Verify warns that its own timeouts are off: this process times each item itself.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
+    loaded = [_load(fn) for fn in functions]
     warm_up()
     conn.send(_READY)
     while (chunk := conn.recv()) is not None:
-        for index, item in chunk:
-            try:
-                verdict = judge_fn(*item, timeout_s=soft_timeout_s)
-                message = (
-                    index,
-                    verdict.correct,
-                    verdict.formatted,
-                    verdict.answer,
-                    verdict.status,
-                    verdict.error,
-                )
-            except Exception as exc:  # one bad item must not sink the batch; it is reported as "error"
-                message = (index, False, False, None, "error", f"{type(exc).__name__}: {exc}"[:500])
-            conn.send(message)
+        for index, part, args in chunk:
+            if part == JUDGE:
+                conn.send((index, *_judge(judge_fn, args, soft_timeout_s)))
+            else:
+                conn.send((index, *_call(loaded[part], functions[part].kwargs, args, soft_timeout_s)))
+
+
+def _load(fn: RewardFunction) -> Callable[..., object] | str:
+    """The function, or why it cannot be loaded here (the config check loaded it in the parent already)."""
+    try:
+        return load_function(fn.spec)
+    except UserCodeError as err:
+        return f"cannot load {fn.spec} in the verifier worker: {err}"
+
+
+def _judge(judge_fn: Callable[..., Judgement], args: tuple, timeout_s: float) -> tuple:
+    """(status, error, (correct, answer)) of the verifier's judgement."""
+    try:
+        verdict = judge_fn(*args, timeout_s=timeout_s)
+    except Exception as exc:  # one bad item must not sink the batch; it is reported as "error"
+        return "error", f"{type(exc).__name__}: {exc}"[:500], None
+    return verdict.status, verdict.error, (verdict.correct, verdict.answer)
+
+
+def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s: float) -> tuple:
+    """(status, error, value) of one reward function call under a SIGALRM timer (as judge_with_timeout)."""
+    if isinstance(fn, str):
+        return "error", fn, None
+
+    def on_alarm(signum, frame):
+        raise ItemTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout_s, 0.25)  # re-fires in case the function swallows it
+            returned = fn(*args, **kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        value = as_reward(returned)
+    except ItemTimeout:
+        return "timeout", f"over {timeout_s:g} s", None
+    except Exception as exc:  # the user's code: reported per item, never fatal
+        return "error", f"{type(exc).__name__}: {exc}"[:500], None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)  # also when the alarm hit between the call and the inner finally
+        signal.signal(signal.SIGALRM, previous)
+    return ("no_answer" if value is None else "ok"), None, value
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -117,8 +207,8 @@ class _Worker:
     process: subprocess.Popen
     conn: Connection
     ready: bool = False
-    inflight: deque[int] = field(default_factory=deque)  # item indices sent, in the order they run
-    progress_at: float = 0.0  # when the worker started its current item (as seen by the parent)
+    inflight: deque[int] = field(default_factory=deque)  # job indices sent, in the order they run
+    progress_at: float = 0.0  # when the worker started its current job (as seen by the parent)
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -131,14 +221,17 @@ class VerifierPool:
         timeout_s: float = 5.0,
         chunk_size: int = 16,
         judge_fn: Callable[..., Judgement] = judge_with_timeout,
+        functions: Sequence[RewardFunction] = (),
     ) -> None:
         """judge_fn(response, gold, dataset, problem, timeout_s=...) runs on each item in the workers;
-        it must be importable by name (tests pass one that hangs or crashes)."""
+        it must be importable by name (tests pass one that hangs or crashes). `functions`: the reward
+        functions every item is also scored by (grpo_train.rewards.reward_functions of the config)."""
         if num_workers < 1 or timeout_s <= 0 or chunk_size < 1:
             raise ValueError("num_workers >= 1, timeout_s > 0 and chunk_size >= 1 are required")
         self.timeout_s = timeout_s
         self.chunk_size = chunk_size
         self.judge_fn = judge_fn
+        self.functions = list(functions)
         self.restarts = 0  # workers replaced after a timeout or a crash, over the pool's life
         self._workers = [self._start_worker() for _ in range(num_workers)]
 
@@ -164,7 +257,7 @@ class VerifierPool:
         child_end.close()  # the worker holds the only copy: its death reads as EOF here
         conn = Connection(parent_end.detach())
         conn.send(paths)
-        conn.send((self.timeout_s * SOFT_TIMEOUT_FRACTION, self.judge_fn))
+        conn.send((self.timeout_s * SOFT_TIMEOUT_FRACTION, self.judge_fn, self.functions))
         return _Worker(process, conn)
 
     def score_batch(
@@ -172,12 +265,12 @@ class VerifierPool:
         items: Sequence[VerifyItem | tuple],
         *,
         accuracy_weight: float = 1.0,
-        format_weight: float = 0.0,
     ) -> list[ScoredItem]:
-        """Scores (response, gold, dataset[, problem]) items; the result list is in input order."""
+        """Scores VerifyItems (or tuples of their fields); the result list is in input order."""
         if not self._workers:
             raise RuntimeError("the verifier pool is closed")
-        jobs = [VerifyItem(*item) for item in items]
+        verify_items = [VerifyItem(*item) for item in items]
+        jobs = self._jobs(verify_items)
         messages: list[tuple | None] = [None] * len(jobs)
         pending = deque(range(len(jobs)))
         chunk = max(1, min(self.chunk_size, len(jobs) // (4 * len(self._workers))))
@@ -187,14 +280,45 @@ class VerifierPool:
             wait([w.conn for w in busy], timeout=self._seconds_to_next_deadline(busy))
             for slot, worker in enumerate(self._workers):
                 self._collect(slot, worker, messages, pending)
-        return [_to_scored(message, accuracy_weight, format_weight) for message in messages]
+        return self._assemble(verify_items, jobs, messages, accuracy_weight)
 
-    def _dispatch(self, pending: deque[int], jobs: list[VerifyItem], chunk: int) -> None:
+    def _jobs(self, items: list[VerifyItem]) -> list[tuple[int, int, tuple]]:
+        """(item index, part, arguments) for every call: the judgement (JUDGE), then each function (0, 1, ...)."""
+        jobs = []
+        for i, item in enumerate(items):
+            if item.dataset != "none":
+                jobs.append((i, JUDGE, (item.response, item.gold, item.dataset, item.problem)))
+            record = item.record if item.record is not None else {
+                "question": item.problem or "", "gold": item.gold, "kind": item.dataset}
+            jobs += [(i, j, (item.response, record, item.num_tokens, item.truncated))
+                     for j in range(len(self.functions))]
+        return jobs
+
+    def _assemble(self, items: list[VerifyItem], jobs: list[tuple[int, int, tuple]], messages: list,
+                  accuracy_weight: float) -> list[ScoredItem]:
+        """One ScoredItem per item from its jobs' (job index, status, error, result) messages."""
+        judged: dict[int, tuple] = {}
+        calls: list[list[FunctionScore]] = [[] for _ in items]
+        for (i, part, _), (_, status, error, result) in zip(jobs, messages, strict=True):
+            if part == JUDGE:
+                judged[i] = (status, error, result)
+                continue
+            weight = self.functions[part].weight
+            reward = weight * result if status == "ok" else 0.0
+            calls[i].append(FunctionScore(reward, result, status, error))
+        scored = []
+        for i in range(len(items)):
+            status, error, result = judged.get(i, ("unchecked", None, None))
+            correct, answer = result if result is not None else (False, None)
+            scored.append(ScoredItem(correct, accuracy_weight * correct, answer, status, error, tuple(calls[i])))
+        return scored
+
+    def _dispatch(self, pending: deque[int], jobs: list[tuple[int, int, tuple]], chunk: int) -> None:
         for slot, worker in enumerate(self._workers):
             while pending and worker.ready and len(worker.inflight) < 2 * chunk:
                 indices = [pending.popleft() for _ in range(min(chunk, len(pending)))]
                 try:
-                    worker.conn.send([(index, tuple(jobs[index])) for index in indices])
+                    worker.conn.send([(index, *jobs[index][1:]) for index in indices])
                 except OSError:  # died while idle: requeue and start a fresh worker
                     pending.extendleft(reversed(indices))
                     self._replace(slot, worker)
@@ -241,7 +365,7 @@ class VerifierPool:
             raise RuntimeError(f"verifier worker exited during start-up (exit code {worker.process.poll()})")
         if worker.inflight:
             index = worker.inflight.popleft()
-            messages[index] = (index, False, False, None, status, error)
+            messages[index] = (index, status, error, None)
             pending.extendleft(reversed(worker.inflight))
         self._replace(slot, worker)
 
@@ -269,19 +393,14 @@ def _stop(worker: _Worker, graceful: bool) -> None:
     worker.conn.close()
 
 
-def _to_scored(message: tuple, accuracy_weight: float, format_weight: float) -> ScoredItem:
-    _, correct, formatted, answer, status, error = message
-    return ScoredItem(accuracy_weight * correct, format_weight * formatted, answer, status, error)
-
-
 def score_batch(
     items: Sequence[VerifyItem | tuple],
     *,
     timeout_s: float = 5.0,
     num_workers: int = 2,
     accuracy_weight: float = 1.0,
-    format_weight: float = 0.0,
+    functions: Sequence[RewardFunction] = (),
 ) -> list[ScoredItem]:
     """One-off scoring: starts `num_workers` processes, scores, stops them. Training keeps a VerifierPool."""
-    with VerifierPool(num_workers=num_workers, timeout_s=timeout_s) as pool:
-        return pool.score_batch(items, accuracy_weight=accuracy_weight, format_weight=format_weight)
+    with VerifierPool(num_workers=num_workers, timeout_s=timeout_s, functions=functions) as pool:
+        return pool.score_batch(items, accuracy_weight=accuracy_weight)

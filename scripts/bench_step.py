@@ -147,8 +147,9 @@ def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
     """
     from transformers import AutoTokenizer
 
-    from grpo_train.data import PromptRenderer, PromptSampler, load_problems
+    from grpo_train.data import PromptSampler, load_problems
     from grpo_train.models import resolve_model
+    from grpo_train.prompts import PromptRenderer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
     renderer = PromptRenderer(tokenizer, cfg.data)

@@ -118,8 +118,9 @@ def shared_prompts(cfg, total_steps: int) -> list[dict]:
     """Every step's problems in our trainer's seeded order, rendered with our template (one rank)."""
     from transformers import AutoTokenizer
 
-    from grpo_train.data import PromptRenderer, PromptSampler, load_problems
+    from grpo_train.data import PromptSampler, load_problems
     from grpo_train.models import resolve_model
+    from grpo_train.prompts import PromptRenderer
 
     renderer = PromptRenderer(AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path)), cfg.data)
     sampler = PromptSampler(load_problems(cfg.data, "train"), seed=cfg.run.seed)

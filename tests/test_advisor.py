@@ -173,11 +173,12 @@ def test_report_json_and_png(advice, tmp_path):
 
 
 def test_main_end_to_end_on_the_tiny_model(tmp_path):
-    # The random tiny model never answers correctly: every reward is 0, so the advisor must say that it
-    # cannot tell group sizes apart (exit code 1) and still record what it sampled.
+    # The random tiny model never answers correctly: with the accuracy reward alone (not the smoke config's length
+    # reward) every reward is 0, so the advisor must say that it cannot tell group sizes apart (exit code 1) and
+    # still record what it sampled.
     code = main(["--config", TINY_CONFIG, "--prompts", "2", "--samples-per-prompt", "4",
                  "--dim", "8", "--out", str(tmp_path),
-                 "rollout.engine=hf", "rollout.max_tokens=6", "reward.num_workers=1"])
+                 "rollout.engine=hf", "rollout.max_tokens=6", "reward.num_workers=1", "reward.functions=[]"])
     assert code == 1
     record = json.loads((tmp_path / "advice.json").read_text())
     assert record["advice"] is None and record["prompts_with_mixed_rewards"] == 0

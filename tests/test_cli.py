@@ -81,3 +81,14 @@ def test_grpo_eval_summary_is_valid_json_when_there_is_nothing_to_score(tmp_path
     assert eval_main(["--model", "tiny-qwen2", "--data", str(empty), "--out", str(out)]) == 2
     assert "empty.jsonl: no usable problems" in capsys.readouterr().err
     assert json.loads((out / "summary.json").read_text()) == {"accuracy": 0.5}
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("data.synthetic.categories=[add_sub_2, foo]", "data.synthetic.categories: ['add_sub_2', 'foo'] must be"),
+    ("data.source=gsm9k", "data.source: 'gsm9k' is not synthetic, gsm8k, math"),
+    ("data.source=train.jsonl", "data.eval_source: data.source is a local file (train.jsonl)"),
+])
+def test_what_would_fail_at_start_fails_in_print_config(override, expected, capsys):
+    """Mistakes a real start met ~5 s in (after loading the model) are config errors, also for --print-config."""
+    assert train_main(["--config", TINY, "--print-config", override]) == 2
+    assert expected in capsys.readouterr().err

@@ -8,19 +8,9 @@ from pathlib import Path
 import pytest
 
 from grpo_train.config import DataConfig, SyntheticConfig
-from grpo_train.data import (
-    CATEGORIES,
-    GSM8K_SHOTS,
-    DataError,
-    Problem,
-    PromptRenderer,
-    PromptSampler,
-    PromptTooLongError,
-    last_boxed,
-    load_problems,
-    synthetic_problems,
-    synthetic_shots,
-)
+from grpo_train.data import DataError, Problem, PromptSampler, last_boxed, load_problems, synthetic_problems
+from grpo_train.prompts import GSM8K_SHOTS, PromptRenderer, PromptTooLongError
+from grpo_train.synthetic import CATEGORIES, synthetic_shots
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -240,8 +230,12 @@ def test_source_errors(tmp_path):
     assert len(load_problems(DataConfig(source="synthetic", eval_source=str(path)), "test")) == 1
     with pytest.raises(DataError, match="file not found"):
         load_problems(DataConfig(source=str(tmp_path / "missing.jsonl")), "train")
-    with pytest.raises(DataError, match="data.source: 'gsm8k.csv' is not"):
-        load_problems(DataConfig(source="gsm8k.csv"), "train")
+    with pytest.raises(DataError, match="data.source: 'gsm8k.txt' is not"):
+        load_problems(DataConfig(source="gsm8k.txt"), "train")
+    # grpo-eval --data gsm9k sets data.source and data.eval_source to the same text: the message names
+    # data.source (issue 25, item 6), not eval_source, which the user never wrote.
+    with pytest.raises(DataError, match="^data.source: 'gsm9k' is not synthetic, gsm8k, math"):
+        load_problems(DataConfig(source="gsm9k", eval_source="gsm9k"), "test")
 
 
 def test_hub_source_offline_suggests_a_local_file(monkeypatch):
@@ -363,3 +357,124 @@ def test_sampler_resume_gives_the_same_problems():
     assert [uids(resumed.next_batch(3)) for _ in range(4)] == continued
     with pytest.raises(ValueError, match="different seed or problem set"):
         PromptSampler(numbered(8), seed=0).load_state_dict(state)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Your own data: other field names, kinds, numbers as answers, csv, dataset folders, map_fn
+
+
+def keyed(**overrides) -> DataConfig:
+    return DataConfig(**{"question_key": "prompt", "answer_key": "solution", "kind": "gsm8k", **overrides})
+
+
+def test_other_field_names_and_numbers_as_answers(tmp_path):
+    rows = [{"prompt": "Eggs left?", "solution": 18, "level": 2},  # a number (issue 25, item 9)
+            {"prompt": "Halve 5.", "solution": 2.5},
+            {"prompt": "Triple 1.", "solution": 3.0},  # written as 3
+            {"prompt": "Sum?", "solution": "1 + 2 = 3\n#### 3"}]  # GSM8K kind: the text after ####
+    path = write_jsonl(tmp_path / "mine.jsonl", [json.dumps(row) for row in rows])
+    problems = load_problems(keyed(source=str(path)), "train")
+    assert [(p.question, p.gold, p.dataset) for p in problems] == [
+        ("Eggs left?", "18", "gsm8k"), ("Halve 5.", "2.5", "gsm8k"), ("Triple 1.", "3", "gsm8k"),
+        ("Sum?", "3", "gsm8k")]
+    assert problems[0].meta == {"level": 2}  # the row's other fields
+    assert problems[0].record() == {"level": 2, "uid": "mine:1", "question": "Eggs left?", "gold": "18",
+                                    "kind": "gsm8k"}
+    # The GSM8K / MATH layouts take numbers too.
+    path = write_jsonl(tmp_path / "layout.jsonl", [json.dumps({"question": "Eggs?", "answer": 18}),
+                                                   json.dumps({"problem": "x?", "answer": -4})])
+    assert [(p.gold, p.dataset) for p in load_problems(DataConfig(source=str(path)), "train")] == [
+        ("18", "gsm8k"), ("-4", "math")]
+    assert load_problems(DataConfig(source=str(path), kind="math"), "train")[0].dataset == "math"  # kind overrides
+
+
+def test_kind_none_needs_no_answer(tmp_path):
+    path = write_jsonl(tmp_path / "task.jsonl", [json.dumps({"prompt": "Say hi.", "tone": "warm"})])
+    [problem] = load_problems(keyed(source=str(path), kind="none", answer_key=""), "train")
+    assert (problem.gold, problem.dataset, problem.meta) == ("", "none", {"tone": "warm"})
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"question": "x", "solution": 3}, "line 2: no field 'prompt' (data.question_key); the row has question, solution"),
+    ({"prompt": "x"}, "line 2: no field 'solution' (data.answer_key)"),
+    ({"prompt": "x", "solution": True}, "line 2: field 'solution' must be a non-empty string, got True"),
+    ({"prompt": "x", "solution": None}, "line 2: field 'solution' must be a non-empty string"),
+    ({"prompt": "", "solution": 3}, "line 2: field 'prompt' must be a non-empty string"),
+    ({"prompt": "x", "solution": "#### "}, "line 2: field 'solution' (data.answer_key) is empty after '####'"),
+])
+def test_malformed_keyed_rows_name_file_line_and_key(tmp_path, row, message):
+    good = json.dumps({"prompt": "ok", "solution": 1})
+    path = write_jsonl(tmp_path / "mine.jsonl", [good, json.dumps(row)])
+    with pytest.raises(DataError) as caught:
+        load_problems(keyed(source=str(path)), "train")
+    assert str(caught.value).startswith(f"{path}: {message}")
+
+
+def test_csv_file(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text('prompt,solution,source\n"Two\nlines?",7,book\nShort?,8,web\nBad,9\n')
+    with pytest.raises(DataError, match=r"mine\.csv: line 5: has fewer values than the header's 3 columns"):
+        load_problems(keyed(source=str(path)), "train")
+    problems = load_problems(keyed(source=str(path), skip_malformed=True), "train")
+    assert [(p.uid, p.question, p.gold, p.meta) for p in problems] == [
+        ("mine:2", "Two\nlines?", "7", {"source": "book"}), ("mine:4", "Short?", "8", {"source": "web"})]
+
+
+def test_map_fn_prepares_and_drops_rows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prep.py").write_text(
+        "def prep(row):\n"
+        "    if row['n'] < 0:\n"
+        "        return None\n"
+        "    if row['n'] == 99:\n"
+        "        raise KeyError('oops')\n"
+        "    return {'question': f\"Double {row['n']}.\", 'answer': 2 * row['n']}\n")
+    path = write_jsonl(tmp_path / "raw.jsonl", [json.dumps({"n": n}) for n in (1, -1, 3)])
+    problems = load_problems(DataConfig(source=str(path), map_fn="prep.py:prep"), "train")
+    assert [(p.uid, p.question, p.gold) for p in problems] == [("raw:1", "Double 1.", "2"), ("raw:3", "Double 3.", "6")]
+    write_jsonl(path, [json.dumps({"n": 1}), json.dumps({"n": 99})])
+    with pytest.raises(DataError, match=r"raw\.jsonl: line 2: data.map_fn prep.py:prep raised KeyError: 'oops'"):
+        load_problems(DataConfig(source=str(path), map_fn="prep.py:prep"), "train")
+
+
+def test_dataset_folder_with_splits(tmp_path):
+    """A local dataset folder goes through datasets.load_dataset, as a hub id does (which needs network)."""
+    folder = tmp_path / "mytask"
+    (folder / "data").mkdir(parents=True)
+    write_jsonl(folder / "data" / "train.jsonl", [json.dumps({"prompt": f"q{i}", "solution": i}) for i in range(5)])
+    write_jsonl(folder / "data" / "test.jsonl", [json.dumps({"prompt": "t", "solution": 9})])
+    cfg = keyed(source=str(folder))
+    train, test = load_problems(cfg, "train"), load_problems(cfg, "test")
+    assert [p.gold for p in train] == ["0", "1", "2", "3", "4"] and [p.uid for p in test] == ["mytask-test:1"]
+    with pytest.raises(DataError, match=r"^data.source: cannot load .*mytask, split 'validation'"):
+        load_problems(keyed(source=str(folder), split="validation"), "train")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Prompt templates from a file
+
+
+def test_template_file_text_in_a_chat_turn_and_raw(tokenizer, tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("Reach {{ target }} with {{ nums | join(', ') }}. Think in <think> </think> first.\n")
+    problem = Problem("cd:1", "Reach 10.", "", "none", {"nums": [2, 5], "target": 10})
+    chat = PromptRenderer(tokenizer, DataConfig(template_file=str(template), system_prompt="Be brief.")).text(problem)
+    expected_turn = "Reach 10 with 2, 5. Think in <think> </think> first."  # Jinja drops the final newline
+    assert chat == tokenizer.apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": expected_turn}],
+        tokenize=False, add_generation_prompt=True)
+    raw = PromptRenderer(tokenizer, DataConfig(template="raw", template_file=str(template)))
+    assert raw.text(problem) == expected_turn
+    missing = Problem("cd:2", "Reach 3.", "", "none", {"nums": [1, 2]})
+    with pytest.raises(DataError, match=r"t\.jinja: problem cd:2: 'target' is undefined; its record has gold, kind"):
+        raw.text(missing)
+
+
+def test_template_file_messages_with_a_prefill(tokenizer, tmp_path):
+    template = tmp_path / "t.yaml"
+    template.write_text("- role: system\n  content: You think first, then answer.\n"
+                        "- role: user\n  content: '{{ question }} (answer: {{ gold }})'\n"
+                        "- role: assistant\n  content: <think>\n")
+    text = PromptRenderer(tokenizer, DataConfig(template_file=str(template))).text(ADD)
+    assert text == ("<|im_start|>system\nYou think first, then answer.<|im_end|>\n"
+                    "<|im_start|>user\nWhat is 2 + 2? (answer: 4)<|im_end|>\n<|im_start|>assistant\n<think>")

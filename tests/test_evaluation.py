@@ -54,6 +54,22 @@ def test_summary_counts_and_breakdowns():
     assert summary["by_level"]["2"]["n"] == 2
 
 
+def test_summary_of_reward_functions():
+    from grpo_train.rewards import RewardFunction
+    from grpo_train.verifier_pool import FunctionScore
+
+    functions = [RewardFunction("fmt", "grpo_train.rewards:boxed_format", 0.5, {}),
+                 RewardFunction("mine", "my.py:f", 1.0, {})]
+    scores = [(FunctionScore(0.5, 1.0, "ok"), FunctionScore(0.0, None, "timeout", "over 4 s")),
+              (FunctionScore(0.0, 0.0, "ok"), FunctionScore(0.0, None, "no_answer")),
+              (FunctionScore(0.5, 1.0, "ok"), FunctionScore(2.0, 2.0, "ok"))]
+    items = [EvalItem(Problem("u", "q", "", "none"), "t", False, "unchecked", None, False, 5, [], functions=f)
+             for f in scores]
+    summary = summarise(items, functions=functions)
+    assert summary["reward/fmt"] == {"mean": pytest.approx(2 / 3), "ok": 3}  # values, before the weight 0.5
+    assert summary["reward/mine"] == {"mean": pytest.approx(2 / 3), "ok": 1, "timeout": 1, "no_answer": 1}
+
+
 def grpo_eval(tmp_path: Path, *args: str) -> dict:
     out = tmp_path / "eval"
     exe = Path(sys.executable).parent / "grpo-eval"

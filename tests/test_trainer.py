@@ -21,7 +21,7 @@ from grpo_train.models import resolve_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-cpu.yaml"
-KEYS = ["reward/mean", "reward/std", "reward/accuracy", "reward/format", "reward/zero_variance_groups",
+KEYS = ["reward/mean", "reward/std", "reward/accuracy", "reward/fn/length_penalty", "reward/zero_variance_groups",
         "reward/timeouts", "train/completion_len_mean", "train/completion_len_max", "train/truncated", "train/kl",
         "train/clip_frac_low", "train/clip_frac_high", "train/ratio_mean", "train/entropy", "train/grad_norm",
         "train/lr", "train/loss", "perf/rollout_s", "perf/reward_s", "perf/logprobs_s", "perf/update_s",
@@ -62,6 +62,11 @@ def test_tiny_run_single_process_zero2(tmp_path):
         assert not missing, f"metrics missing from step {row['step']}: {missing}"
         assert math.isfinite(row["train/loss"])
         assert row["train/sync_logprob_max_diff"] < 1e-3  # vLLM serves exactly the learner's weights
+        # The smoke config's length reward differs between a random model's completions (issue 25, item 5):
+        # groups are not all equal, so there is a loss and a gradient on every step.
+        assert row["reward/fn/length_penalty"] < 0 and row["reward/std"] > 0
+        assert row["reward/zero_variance_groups"] < 1
+        assert row["train/loss"] != 0 and row["train/grad_norm"] > 0
     evals = [r for r in rows(run_dir) if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 2]  # before training, and after the last step
     eval_problems = load_problems(load_config(str(TINY), []).data, "test", n=8)

@@ -7,8 +7,11 @@ import time
 
 import pytest
 
+from grpo_train.rewards import FORMAT_SPEC, RewardFunction
 from grpo_train.verifier import judge_with_timeout
-from grpo_train.verifier_pool import ScoredItem, VerifierPool, VerifyItem, score_batch, status_counts
+from grpo_train.verifier_pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, score_batch, status_counts
+
+FORMAT = RewardFunction("format", FORMAT_SPEC, 0.25, {})  # what reward.format_weight=0.25 runs
 
 
 def hang_or_crash(response, gold, dataset, problem=None, timeout_s=5.0):
@@ -22,7 +25,7 @@ def hang_or_crash(response, gold, dataset, problem=None, timeout_s=5.0):
 
 @pytest.fixture(scope="module")
 def pool():
-    with VerifierPool(num_workers=2, timeout_s=5.0, chunk_size=4) as shared_pool:
+    with VerifierPool(num_workers=2, timeout_s=5.0, chunk_size=4, functions=[FORMAT]) as shared_pool:
         yield shared_pool
 
 
@@ -34,8 +37,9 @@ def test_results_keep_input_order_and_weights(pool):
         ("I am not sure.", "42", "gsm8k"),  # a plain tuple works too
         VerifyItem("so $\\boxed{\\frac{3}{4}}$", "0.75", "math"),
     ] * 5
-    scored = pool.score_batch(items, accuracy_weight=1.0, format_weight=0.25)
+    scored = pool.score_batch(items, accuracy_weight=1.0)
     assert [s.reward for s in scored] == [1.25, 1.0, 0.25, 0.0, 1.25] * 5
+    assert [s.correct for s in scored[:5]] == [True, True, False, False, True]
     assert [s.answer for s in scored[:5]] == ["42", "42", "41", None, "\\frac{3}{4}"]
     assert status_counts(scored) == {"ok": 20, "no_answer": 5, "timeout": 0, "error": 0}
 
@@ -43,7 +47,7 @@ def test_results_keep_input_order_and_weights(pool):
 def test_pool_is_reusable_across_batches(pool):
     for value in range(3):
         scored = pool.score_batch([VerifyItem(f"#### {value}", str(value), "gsm8k")])
-        assert scored == [ScoredItem(1.0, 0.0, str(value), "ok")]
+        assert scored == [ScoredItem(True, 1.0, str(value), "ok", None, (FunctionScore(0.25, 1.0, "ok"),))]
     assert pool.score_batch([]) == []
 
 

@@ -11,7 +11,7 @@ import functools
 import re
 
 from math_verify import LatexExtractionConfig, parse, verify
-from sympy import Basic, Expr, FiniteSet, Interval, MatrixBase, Tuple, cancel, simplify
+from sympy import Basic, Expr, FiniteSet, Interval, MatrixBase, Tuple, cancel, simplify, srepr
 from sympy.core.relational import Relational
 
 from grpo_train.verifier_form import (
@@ -27,6 +27,7 @@ from grpo_train.verifier_form import (
 from grpo_train.verifier_text import (
     ASSIGNMENT,
     EQUALS,
+    MATH_SPAN,
     MULTIPLIER,
     QUALIFIER,
     TEXT_WRAP,
@@ -37,11 +38,13 @@ from grpo_train.verifier_text import (
     decimal_comma,
     gsm8k_number,
     is_text_only,
+    math_content,
     prose_number,
     strip_wrappers,
 )
 
 MAX_ITEMS = 12  # a longer list is compared as text
+MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
 
 _RELATION = re.compile(
     r"\\(?:approx|sim|simeq|neq|ne|geq?|leq?|geqslant|leqslant|gtrsim|lesssim|gt|lt)(?![a-zA-Z])|[<>≈≥≤≠]"
@@ -275,11 +278,29 @@ def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
     done_by_gold = pending_operations(gold_tree) | evaluated_by_parser(gold)
     if (pending_operations(answer_tree) | evaluated_by_parser(answer)) - done_by_gold:
         return False
+    question = _question_trees(problem)
+    if srepr(answer_tree) in question and srepr(gold_tree) not in question:
+        return False  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
     asked = asks_for(problem)
     if "factor" in asked and symbolic_factors(answer_tree) < symbolic_factors(gold_tree):
         return False  # asked to factor, the answer is a sum or less factored than the gold
     # Asked to expand, a product of sums is not expanded (unless the gold is one).
     return not ("expand" in asked and gold_tree.free_symbols and unexpanded(answer_tree) and not unexpanded(gold_tree))
+
+
+@functools.lru_cache(maxsize=256)
+def _question_trees(problem: str) -> frozenset[str]:
+    """The parse trees (as `srepr`, which orders the terms of sums and products) of the problem's math
+    spans and of their sides and list items: how the question writes its expressions, whatever the
+    spelling. A GRPO group shares its problem, so this is parsed once per group."""
+    keys = set()
+    for span in list(MATH_SPAN.finditer(problem))[:MAX_QUESTION_SPANS]:
+        content = math_content(span)
+        for part in {content, *re.split(r"=|,|;|\\q?quad\b", content)}:
+            part = clean(part)
+            if part and not too_big(part) and (parsed := parse_latex(_exact_decimals(part))):
+                keys.add(srepr(parsed[0]))
+    return frozenset(keys)
 
 
 def _exactly_equal(gold: Basic, answer: Basic) -> bool:

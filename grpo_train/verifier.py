@@ -57,8 +57,9 @@ Its limit: an operation SymPy does not evaluate on its own (log 64 / log 2 besid
 not seen as undone.
 
 A gold that cannot be scored (empty, unbalanced, only delimiters, boxes that disagree, a placeholder such
-as "N/A", "None", "nan", "?", a GSM8K gold that is not a number, a MATH gold Math-Verify cannot parse)
-gives status "error" naming it, for every response.
+as "N/A", "None", "nan", "?", a GSM8K gold that is not a number) gives status "error" naming it, for every
+response; a MATH gold Math-Verify cannot parse does so for every response whose answer needs it parsed
+(parsing every gold up front would cost more than the comparisons).
 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer
@@ -78,10 +79,9 @@ import signal
 import threading
 from dataclasses import dataclass
 
-from grpo_train.verifier_compare import answers_match, parse_latex, warm_up
+from grpo_train.verifier_compare import UnreadableGold, answers_match, warm_up
 from grpo_train.verifier_extract import extract_answer, gold_answer
-from grpo_train.verifier_form import too_big
-from grpo_train.verifier_text import TEXT_WRAP, as_number, clean, gsm8k_number, is_text_only, strip_wrappers, visible
+from grpo_train.verifier_text import TEXT_WRAP, as_number, clean, forget, gsm8k_number, strip_wrappers, visible
 
 __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_correct", "judge", "judge_with_timeout",
            "warm_up"]  # fmt: skip
@@ -120,9 +120,6 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} has unbalanced braces or brackets"
     if dataset == "gsm8k" and as_number(clean(text)) is None and gsm8k_number(text) is None:
         return "", f"GSM8K gold {gold!r} is not a number"
-    readable = as_number(clean(text)) is not None or is_text_only(stripped) or too_big(stripped)
-    if dataset == "math" and not readable and not parse_latex(clean(text)):
-        return "", f"gold {gold!r} cannot be parsed"
     return text, None
 
 
@@ -135,6 +132,7 @@ def judge(response: str, gold: str, dataset: str, problem: str | None = None) ->
     """Scores one response against the gold answer, without a time limit (see judge_with_timeout)."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
+    forget()  # the per-item memo of the text functions
     gold_text, gold_error = _gold(gold, dataset)
     if gold_error is not None:
         return Judgement(False, False, None, "error", gold_error)  # a data bug, made visible
@@ -142,7 +140,10 @@ def judge(response: str, gold: str, dataset: str, problem: str | None = None) ->
     if answer is None:
         return Judgement(False, False, None, "no_answer")
     formatted = source == "boxed" or (dataset == "gsm8k" and source == "hash")
-    return Judgement(answers_match(answer, gold_text, dataset, response, problem), formatted, answer, "ok")
+    try:
+        return Judgement(answers_match(answer, gold_text, dataset, response, problem), formatted, answer, "ok")
+    except UnreadableGold:  # found when an answer first needs the gold parsed
+        return Judgement(False, False, answer, "error", f"gold {gold!r} cannot be parsed")
 
 
 def judge_with_timeout(

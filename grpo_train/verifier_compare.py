@@ -59,6 +59,10 @@ _FREE_LETTER = re.compile(r"[a-df-hj-zA-Z]")  # a variable (e and i may be const
 _COMMANDS = re.compile(r"\\(?:text|mathrm|mbox)\s*\{[^{}]*\}|\\[a-zA-Z]+")
 
 
+class UnreadableGold(ValueError):
+    """The gold answer is not a number, text or anything Math-Verify can parse: a data bug."""
+
+
 def _qualified(answer: str, gold: str) -> bool:
     """Whether the answer bounds, approximates or excludes a value where the gold states one."""
     answer_words, gold_words = (TEXT_WRAP.sub(r" \1 ", x) for x in (answer, gold))
@@ -87,12 +91,12 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
     return True
 
 
-def _items(latex: str, other: str) -> list[str]:
+def _items(latex: str, other: str) -> tuple[str, ...]:
     """The values a list, a set or alternatives offer ("1, 2", "\\{1, 2\\}", "x=1 \\lor x=2", "3 \\pm 2",
     "x = 5 \\quad x = 7", "p=5, q=2; p=7, q=2"); one item for anything else (a tuple, an interval, "1,600",
     a decimal comma "0,111" against a decimal, a sentence)."""
     if as_number(clean(latex)) is not None or (decimal_comma(clean(latex)) and as_number(clean(other))):
-        return [latex]
+        return (latex,)
     if len(EQUALS.findall(latex)) > 1:  # "x = 5 \quad x = 7": assignments side by side
         latex = re.sub(r"\\q?quad(?![a-zA-Z])", ", ", latex)
     s = re.sub(r"^\\\{(.*)\\\}$", r"\1", strip_wrappers(latex))
@@ -109,10 +113,10 @@ def _items(latex: str, other: str) -> list[str]:
             start = match.end()
     items = list({canonical(item): item.strip() for item in [*items, s[start:]] if item.strip()}.values())
     if len(items) == 1 and items[0].count("\\pm") == 1:
-        return [items[0].replace("\\pm", "+"), items[0].replace("\\pm", "-")]
+        return (items[0].replace("\\pm", "+"), items[0].replace("\\pm", "-"))
     if len(items) == 1 or not all(re.search(r"[\d\\]", item) for item in items):
-        return [latex]  # "Tom and Jane have 18 eggs" is one answer
-    return items
+        return (latex,)  # "Tom and Jane have 18 eggs" is one answer
+    return tuple(items)
 
 
 def _single_match(answer: str, gold: str, dataset: str, response: str, problem: str | None) -> bool:
@@ -269,6 +273,8 @@ def _sympy_equal(gold: str, answer: str) -> tuple[Basic, Basic] | None:
 def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
     """Math-Verify's equivalence, confirmed exactly, and the answer-form rule: the answer may not
     leave undone an operation the gold has done, nor the form the problem asks for."""
+    if not parse_latex(_exact_decimals(gold)):
+        raise UnreadableGold(gold)  # parsed only now, when an answer needs it: a group shares its gold
     trees = _sympy_equal(_exact_decimals(gold), _exact_decimals(answer))
     if trees is None:
         return False

@@ -1,11 +1,14 @@
 """The verifier's text layer: what is printed, normalised spellings and plain numbers, without SymPy.
 
 Everything here is regex or a linear scan over the text (safe on a 1 MB response); the rules that use it
-are stated in `grpo_train/verifier.py`.
+are stated in `grpo_train/verifier.py`. The normalising functions are memoised for the duration of one
+item (`forget` is called before each): an answer is normalised several times on its way through the
+comparison, but nothing is carried over from one response to the next.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,6 +20,12 @@ MATH_SPAN = re.compile(
     r"\$\$(.+?)(?<!\\)\$\$|\\\[(.+?)\\\]|(?<![\\$])\$([^$\n]+?)(?<!\\)\$|\\\(([^\n]+?)\\\)", re.DOTALL
 )
 _BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+
+
+def forget() -> None:
+    """Empties the per-item memo of the normalising functions below."""
+    for function in (strip_wrappers, clean, canonical, as_number, gsm8k_number):
+        function.cache_clear()
 
 
 def math_content(match: re.Match[str]) -> str:
@@ -101,6 +110,7 @@ EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
 
 
+@functools.lru_cache(maxsize=256)
 def strip_wrappers(latex: str) -> str:
     """Removes math delimiters, spacing commands, currency, degrees, trailing punctuation and
     parentheses around the whole answer ("((5))" is 5)."""
@@ -139,6 +149,7 @@ def _strip_outer_brackets(s: str) -> str:
     return s[i : j + 1]
 
 
+@functools.lru_cache(maxsize=256)
 def clean(latex: str, keep_assignment: bool = False) -> str:
     """Normalised answer: wrappers, a trailing unit and (unless kept) a leading "x =" removed."""
     s = strip_wrappers(latex)
@@ -153,6 +164,7 @@ def is_text_only(s: str) -> bool:
     return TEXT_WRAP.sub("", s).strip() == "" or re.fullmatch(r"[A-Za-z ]+", s) is not None
 
 
+@functools.lru_cache(maxsize=256)
 def canonical(latex: str) -> str:
     """A spelling-insensitive key: no spaces, `\\text{}` unwrapped, `_{8}` -> `_8`, `\\sqrt3` -> `\\sqrt{3}`,
     `\\frac34` -> `\\frac{3}{4}`, choice letters and words case-folded."""
@@ -204,6 +216,7 @@ class PlainNumber:
     reduced: bool = True  # a fraction in lowest terms with a denominator above 1 ("6/8" and "4/1" are not)
 
 
+@functools.lru_cache(maxsize=256)
 def as_number(latex: str) -> PlainNumber | None:
     """A plain number or simple fraction ("1,000.5", ".5", "\\frac{3}{4}", "3/4", "2\\frac{1}{2}", "28%",
     "0.\\overline{3}")."""
@@ -254,6 +267,7 @@ def decimal_comma(latex: str) -> PlainNumber | None:
     return as_number(latex.replace(",", ".")) if _DECIMAL_COMMA.match(latex) else None
 
 
+@functools.lru_cache(maxsize=256)
 def gsm8k_number(answer: str) -> PlainNumber | None:
     """GSM8K answers are numbers: the one number of "18 eggs"."""
     s = TEXT_WRAP.sub(r" \1 ", strip_wrappers(answer))

@@ -112,7 +112,7 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
     if problem is not None:
         return "", f"gold {gold!r}: {problem}"
     stripped = strip_wrappers(text)
-    if not stripped:
+    if not TEXT_WRAP.sub(r"\1", stripped).strip():
         return "", f"gold {gold!r} is empty once its delimiters are removed"
     if _PLACEHOLDER.fullmatch(TEXT_WRAP.sub(r"\1", stripped).strip()):
         return "", f"gold {gold!r} is a placeholder, not an answer"

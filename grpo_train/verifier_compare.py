@@ -120,6 +120,8 @@ def _items(latex: str, other: str) -> tuple[str, ...]:
 
 
 def _single_match(answer: str, gold: str, dataset: str, response: str, problem: str | None) -> bool:
+    if _BRACKETED.match(strip_wrappers(answer)) and (values := _assigned_values(gold)):
+        gold = f"({', '.join(values)})"  # "(5, 2)" answers "p = 5, q = 2"
     answer_lhs, gold_lhs = (ASSIGNMENT.match(strip_wrappers(x)) for x in (answer, gold))
     if answer_lhs and gold_lhs and answer_lhs.group(1) != gold_lhs.group(1):
         return False  # "y \in [0, 1]" does not answer "x \in [0, 1]"
@@ -156,6 +158,14 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
     return _sympy_match(answer_clean, gold_clean, problem)
 
 
+def _assigned_values(latex: str) -> list[str] | None:
+    """["5", "2"] for "p = 5, q = 2" (two or more assignments), else None."""
+    parts = [ASSIGNMENT.match(part) for part in strip_wrappers(latex).split(",")]
+    if len(parts) < 2 or None in parts:
+        return None
+    return [part.string[part.end() :].strip() for part in parts]
+
+
 def _answer_number(answer: str, answer_clean: str, dataset: str) -> PlainNumber | None:
     if MULTIPLIER.search(answer):
         return None  # "5 million" is not 5
@@ -178,7 +188,8 @@ def _numbers_match(
         return False  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
     if answer.form in ("fraction", "repeating") and gold.form == "decimal":
         return "decimal" not in asked and not echoes_question(answer_clean, gold_clean, response, problem)
-    return True
+    # Written as the question writes it, not as the gold: "write $2.5$ as a fraction" -> 2.5.
+    return problem is None or not echoes_question(answer_clean, gold_clean, response, problem)
 
 
 def _equation_value(latex: str) -> str:

@@ -41,6 +41,18 @@ _HEDGE = re.compile(
     r"\b(?:if|unless|otherwise|in case|possib\w*|alternativ\w*|either|or|could|might|(?:maybe|perhaps)(?!\s+I\b))\b",
     re.IGNORECASE,
 )
+_HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
+_ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
+_ALTERNATIVE_AFTER_BOX = re.compile(rf"[\s$]*(?:[.;,(]\s*)?(?:or\b|{_HEDGE_WORD}\b)", re.I)
+_FILLER = re.compile(
+    r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
+    r"|perhaps))*[\s,:]*",
+    re.IGNORECASE,
+)
+# The first value of a clause: a box, a math span or a number (whichever comes first).
+_FIRST_VALUE = re.compile(
+    r"\\(?:boxed|fbox)\s*\{([^{}]*)\}|(?<![\\$])\$([^$\n]+?)\$|(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)(?![\w])"
+)
 _FINAL_ANSWER = re.compile(r"final answer(?:\s+is)?[\s:*]*", re.IGNORECASE)
 _ANSWER_IS = re.compile(r"\banswer(?:\s+is|\s*:|(?=\s*(?:\$|\\[\[(])))[\s:*]*", re.IGNORECASE)
 _HASH_ANSWER = re.compile(r"####[ \t]*")
@@ -118,6 +130,19 @@ def _same_answer(first: str, second: str) -> bool:
     return same_number or canonical(first) == canonical(second)
 
 
+def _alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool:
+    """A different value offered right after the answer: "\\boxed{5} (or possibly 7)", "The answer is 5.
+    Or 7.", "\\boxed{5}, or maybe it is 7" (after a box a plain "or" too: "\\boxed{5} or 7"). The value
+    must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
+    3 x 6 = 18" offers nothing."""
+    pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
+    if (match := pattern.match(text, pos)) is None:
+        return False
+    filler = _FILLER.match(text, match.end())
+    value = _FIRST_VALUE.match(text, filler.end())
+    return value is not None and not _same_answer(next(g for g in value.groups() if g is not None), answer)
+
+
 def _offers_several(sentence: str) -> bool:
     """A sentence that offers two values with hedging words: "7, or maybe it is 5", "5 (or possibly 7)"."""
     prose = MATH_SPAN.sub(" $ ", sentence)
@@ -137,10 +162,16 @@ def _span_after(text: str, pos: int) -> str | None:
         return None
     unwrapped = MATH_SPAN.sub(lambda m: math_content(m), sentence)
     if (span := MATH_SPAN.match(rest)) is not None:
+        if _alternative_follows(rest, span.end(), math_content(span), bare_or=False):
+            return None  # "The answer is $5$ (or $7$)."
+        if end is not None and _alternative_follows(rest, end.start(), math_content(span), bare_or=False):
+            return None  # "The answer is $5$. Or 7."
         return unwrapped if re.match(r"\s*(?:or\b|\\text\s*\{\s*or)", rest[span.end() :]) else math_content(span)
     sentence = sentence.removeprefix("$")  # "$90." is a price, not a math span
     if (last_is := _LAST_IS.match(sentence)) is not None:
         sentence = sentence[last_is.end() :]
+    if end is not None and _alternative_follows(rest, end.start(), sentence, bare_or=False):
+        return None  # "The answer is 5. Or 7."
     spans = list(MATH_SPAN.finditer(sentence))
     if len(spans) == 1 and not QUALIFIER.search(sentence) and not re.search(r"\bor\b", sentence):
         return math_content(spans[0])
@@ -194,6 +225,8 @@ def extract_answer(response: str, dataset: str) -> tuple[str | None, str]:
         return None, "conflict"
     if boxes:
         if (answer := _boxed_answer(response, boxes)) is not None:
+            if _alternative_follows(response, boxes[-1][1], answer, bare_or=True):
+                return None, "conflict"
             return answer, "boxed"
         _, statement = _last_marker_span(response[boxes[-1][1] :], _FINAL_ANSWER)
         return (statement, "final_answer") if statement is not None else (None, "conflict")

@@ -48,9 +48,9 @@ def matching_brace(text: str, open_pos: int, limit: int = MAX_BOX_CHARS) -> int 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 # \phantom{X} prints nothing where X would be; so does anything coloured white.
 _INVISIBLE = re.compile(
-    r"\\(?:[hv]?phantom|mathphantom|color\s*\{\s*white\s*\}|textcolor\s*\{\s*white\s*\})\s*(?=\{)"
+    r"\\(?:[hv]?phantom|mathphantom|(?:text)?color\s*\{\s*(?:white|transparent)\s*\})\s*(?=\{)"
 )
-_WHITE_SWITCH = re.compile(r"\\color\s*\{\s*white\s*\}")
+_WHITE_SWITCH = re.compile(r"\\color\s*\{\s*(?:white|transparent)\s*\}")
 # Colour is decoration: "\color{red}{7}" and "{\color{red} 7}" print 7.
 _COLOUR = re.compile(r"\\(?:color|textcolor)\s*\{[^{}]{0,40}\}")
 
@@ -91,7 +91,8 @@ _MATH_DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\[|\\\()\s*(.*?)\s*(?:\$\$|\$|\\\]|
 _GROUPED_COMMA = re.compile(r",\s*\\!\s*|\s*\{\s*,\s*\}\s*")  # 10,\!080 and 14{,}916 (not "32, 349")
 _THIN_SPACE = re.compile(r"(?<!\\)\\[,;:!](?![a-zA-Z])")
 _SPACING = re.compile(
-    r"(?<!\\)\\(?:left|right|displaystyle|textstyle|q?quad|(?:big|Big)g?[lr]?)(?![a-zA-Z])|(?<!\\)\\ "
+    r"(?<!\\)\\(?:left|right|displaystyle|textstyle|q?quad|(?:big|Big)g?[lr]?|tiny|scriptsize|footnotesize|small"
+    r"|normalsize|large|Large|LARGE|huge|Huge|bf|it|rm|sf)(?![a-zA-Z])|(?<!\\)\\ "
 )
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree")
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro\b|\\pounds\b")
@@ -203,7 +204,7 @@ QUALIFIER = re.compile(
     r"|exceeding|upwards\s+of|except(?:\s+for)?|excluding|besides|not|any|some|between|within|maybe|perhaps"
     r"|possibly|probably|likely|estimated|anything\s+but)\b[\s$:]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
     r"|(?<=[\d}$])\s*(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts)"
-    r"|at\s+(?:least|most)|approximately|roughly|-?ish)\b",
+    r"|at\s+(?:the\s+)?(?:least|most)|approximately|roughly|give\s+or\s+take|plus\s+or\s+minus|-?ish)\b",
     re.IGNORECASE,
 )
 NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n't\b", re.IGNORECASE)

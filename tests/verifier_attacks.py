@@ -149,6 +149,22 @@ CASES: list[Case] = [
         (_box("3^{-2}"), False, "the power itself"),
         (_box("\\frac{1}{9}"), True, "the fraction"),
     ]),
+    *_cases("echo", "Write $2.5$ as a fraction.", "\\frac52", [
+        (_box("2.5"), False, "the question's decimal when a fraction is asked for"),
+        (_box("\\frac{5}{2}"), True, "the fraction"),
+        (_box("2\\frac{1}{2}"), True, "a mixed number"),
+    ]),
+    *_cases("echo", "Simplify $\\frac{x^2-1}{x-1}$.", "x+1", [
+        (_box("(x^2-1)/(x-1)"), False, "the question with /"),
+        (_box("\\frac{(x-1)(x+1)}{x-1}"), False, "a factor left to cancel"),
+        (_box("1 + x"), True, "simplified"),
+    ]),
+    *_cases("echo", "Compute $\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"
+            "\\begin{pmatrix} 5 \\\\ 6 \\end{pmatrix}$.", "\\begin{pmatrix} 17 \\\\ 39 \\end{pmatrix}", [
+        (_box("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}\\begin{pmatrix} 5 \\\\ 6 \\end{pmatrix}"), False,
+         "the product itself"),
+        (_box("\\begin{pmatrix} 17 \\\\ 39 \\end{pmatrix}"), True, "the product computed"),
+    ]),
     *_cases("echo", "Solve $2x = 10$ for $x$.", "5", [
         (_box("x = 5"), True, "a named value"),
         (_box("\\frac{10}{2}"), False, "a fraction left to reduce"),
@@ -189,6 +205,11 @@ CASES: list[Case] = [
         ("Final Answer: 5 (or possibly 7)", False, "a parenthesised alternative"),
         ("The answer is $\\boxed{5}$, although $\\boxed{4}$ is also possible.", False, "a second possibility"),
         (_box("\\{5, 7\\}"), False, "a set of two values for one answer"),
+        ("The answer is $5$ (or $7$).", False, "a parenthesised alternative after the value"),
+        ("The answer is 5. Or 7.", False, "an alternative in the next sentence"),
+        ("The answer is $\\boxed{5}$ (or possibly 7).", False, "an alternative after the box"),
+        ("So $\\boxed{5}$, or maybe it is 7.", False, "an alternative after the box"),
+        ("So $\\boxed{5}$. Alternatively, we can check: 2 + 3 = 5.", True, "a check after the box offers nothing"),
         ("The answer is $\\boxed{5}$.", True, "one value"),
     ]),
     *_cases("hedge", "How many?", "7", [
@@ -221,6 +242,8 @@ CASES: list[Case] = [
         (_box("\\sim 5"), False, "approximately, as a tilde"),
         (_box("\\text{nearly } 5"), False, "an approximation"),
         (_box("\\neq 5"), False, "not equal"),
+        (_box("5 \\text{ give or take}"), False, "an approximation after the number"),
+        (_box("5 \\pm 1"), False, "a range"),
         ("The answer is approximately $5$.", False, "an approximation in prose"),
         (_box("5 \\text{ apples}"), True, "a unit"),
     ]),
@@ -268,6 +291,9 @@ CASES: list[Case] = [
         (_box("\\text{\\phantom{5}}"), False, "invisible text"),
         (_box("7\\phantom{5}"), False, "the visible answer is 7"),
         (_box("\\color{white}{5}"), False, "white on white"),
+        (_box("\\color{transparent}{5}"), False, "transparent"),
+        (_box("\\textcolor{white}{5}7"), False, "the visible answer is 7"),
+        (_box("\\Large 5"), True, "a size switch is decoration"),
         (_box("\\phantom{7}5"), True, "the visible answer is 5"),
         (_box("\u200b5"), True, "a zero-width space is not content"),
     ]),

@@ -59,9 +59,14 @@ _HASH_ANSWER = re.compile(r"####[ \t]*")
 _CHAT_TOKEN = re.compile(r"<\|[^|>]{1,40}\|>|</s>")  # "<|im_start|>user": the next turn, not the answer
 _HOPE_TAIL = re.compile(r"I hope it is correct\.?$", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
+# A sentence also starts after displayed math: "... \\geq 2.$$ Therefore, it increases by 100%."
+_CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
-_LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|=)\s+(?=\S)", re.DOTALL)
-_CONCLUSION = re.compile(r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals)\b", re.I)
+_LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DOTALL)
+_CONCLUSION = re.compile(
+    r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution)\b",
+    re.IGNORECASE,
+)
 
 
 def find_boxes(text: str) -> list[tuple[int, int, str]] | None:
@@ -202,18 +207,21 @@ def _closing_answer(text: str) -> str | None:
         return text  # a bare answer such as "1/3" (garbage then fails to match)
     if not text.endswith((".", "$", "\\]", "\\)")):
         return None  # cut off mid-sentence
-    boundaries = [m.end() for m in re.finditer(r"\.\s+|\n", text[:-1])]
+    boundaries = [m.end() for m in _CLOSING_BREAK.finditer(text[:-1])]
     sentence = text[boundaries[-1] if boundaries else 0 :]
     prose = MATH_SPAN.sub(" $ ", sentence)
     if NEGATION.search(prose) or not (_CONCLUSION.search(prose) or re.search(r":\s*\$", prose)):
         return None
     if _offers_several(sentence):
         return None
+    whole = sentence
     if (last_is := _LAST_IS.match(sentence)) is not None:
         sentence = sentence[last_is.end() :]  # "... = 2/3 Therefore, the probability is 2/3."
     if spans := list(MATH_SPAN.finditer(sentence)):
         return math_content(spans[-1])
     numbers = {n.strip() for n in NUMBER_TOKEN.findall(sentence)}
+    if not numbers and len(spans := list(MATH_SPAN.finditer(whole))) == 1:
+        return math_content(spans[0])  # "Therefore $x \\geq 5$ is the solution."
     return numbers.pop() if len(numbers) == 1 else None
 
 

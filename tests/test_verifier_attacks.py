@@ -6,6 +6,7 @@ In-process (no pool); the timing of the cost inputs is measured by `make bench-v
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,25 @@ def test_cost_inputs_are_refused_before_any_parse():
     assert too_big("(99!)!") and too_big("9^{99!}") and too_big("10^{999 \\cdot 999 \\cdot 999}")
     assert too_big("\\binom{10^{99}}{10^{98}}") and too_big("(x+1)^{999}") and too_big("(" * 13 + "1" + ")" * 13)
     assert not too_big("2^{10}") and not too_big("e^{-\\frac{1}{2}}") and not too_big("10^{\\frac{-5+\\sqrt{13}}{6}}")
+
+
+def test_hedge_and_invisible_rules_stay_linear_on_a_megabyte():
+    """Each input is 1 MB built to make the new regexes backtrack; a hang guard, not a speed target."""
+    n = 1_000_000
+    inputs = [
+        ("\\boxed{5} or" + " " * n, True),
+        ("\\boxed{5} or" + ", :" * (n // 3), True),
+        ("\\phantom{" * (n // 9) + "\\boxed{5}", False),  # the phantom never closes: nothing after it prints
+        ("\\color{white}" * (n // 13) + "\\boxed{5}", False),
+        ("\\boxed{4}" + " Wait, if" * (n // 9) + "\\boxed{5}", False),
+        ("\\boxed{4}" + ". " * (n // 2) + "\\boxed{5}", False),
+        ("Final Answer: 5" + " or maybe" * (n // 9), False),
+        ("\\boxed{" * (n // 7) + "5" + "}" * (n // 7), False),
+    ]
+    for response, expected in inputs:
+        started = time.perf_counter()
+        assert judge(response, "5", "math", "How many?").correct is expected
+        assert time.perf_counter() - started < 5.0
 
 
 # ----------------------------------------------------------------------------------------------------

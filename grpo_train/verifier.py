@@ -9,8 +9,8 @@ over flat modules: verifier_text (what is printed, normalised spellings, plain n
 The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here); a
 false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
 
-Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..}
-and white text are dropped, \\color and bold kept around their content.
+Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..},
+white or transparent text and zero-width characters are dropped; \\color, bold and sizes are decoration.
   1. `\\boxed{...}` / `\\fbox{...}` (nested braces). Boxes side by side, or with part labels between
      ("\\boxed{7} for part (a) and \\boxed{9}"), are one multi-part answer (C8). Different boxed answers are
      a hedge and score 0 (C2), unless the text between them retracts the earlier ones without a condition
@@ -21,7 +21,8 @@ and white text are dropped, \\color and bold kept around their content.
   4. GSM8K's "#### N".
   5. MATH only: a response that is just an answer ("$\\frac{1}{3}$"), or whose last sentence concludes
      ("Therefore, there are 12 sequences."). A response cut off mid-sentence concludes nothing.
-A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6") gives no answer (C2).
+A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), or a different value
+right after the answer ("\\boxed{5} (or possibly 7)", "The answer is 5. Or 7."), gives no answer (C2).
 A gold value met only mid-text (a guess, an intermediate step) is never enough (C4). Format reward: the
 answer was in \\boxed{} (GSM8K: or "#### N").
 
@@ -39,7 +40,8 @@ exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass.
 
 The answer-form rule (C5 generalised: an echo is wrong even when the values are equal). A final answer
 has carried out every operation the gold has carried out; an answer still holding one is the question's
-expression, however it is spelled. So:
+expression, however it is spelled. It is about what the problem asks, so it applies when the problem is
+given (training and evaluation always give it):
   - a number is answered by a number written out (an integer, decimal, fraction in lowest terms, mixed
     number or repeating decimal): "99^2+99+1", "(X)+0", "1\\cdot(X)", "\\binom{31}{28}", "\\log_2 64",
     "|-3|", "\\sqrt{16}", "2^{10}" and "\\frac{6}{8}" do not answer 9901, ..., 3/4;
@@ -50,11 +52,13 @@ expression, however it is spelled. So:
   - what the problem asks for is the form: asked for a decimal, a fraction is not final; asked for a
     fraction, a repeating decimal is not; asked to factor, a sum (or a product of fewer factors than the
     gold's) is not; asked to expand, a product of sums is not;
-  - an answer written exactly as one of the problem's math spans, when the gold is not written there, is
-    an echo ("write $\\frac{57}{160}$ as a decimal" -> 57/160; without the problem: "X = ... = X").
-The rule reads Math-Verify's unevaluated parse tree, so it holds for every spelling of the same operation.
-Its limit: an operation SymPy does not evaluate on its own (log 64 / log 2 beside an irrational gold) is
-not seen as undone.
+  - an answer written as one of the problem's math spans, or parsed to the same tree (terms of sums and
+    products ordered), when the gold is not written there, is an echo ("write $\\frac{57}{160}$ as a
+    decimal" -> 57/160; "(6a+4)/5-(3a+1)/4" for "simplify $\\frac{4+6a}{5}-\\frac{1+3a}{4}$").
+The rule reads Math-Verify's unevaluated parse tree (and the text for what the parser evaluates itself:
+binomials and fractions of literals), so it holds for every spelling of the same operation. Without the
+problem only the chain echo applies ("X = ... = \\boxed{X}"). Its limit: an operation SymPy does not
+evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as undone.
 
 A gold that cannot be scored (empty, unbalanced, only delimiters, boxes that disagree, a placeholder such
 as "N/A", "None", "nan", "?", a GSM8K gold that is not a number) gives status "error" naming it, for every
@@ -64,11 +68,12 @@ response; a MATH gold Math-Verify cannot parse does so for every response whose 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer
 than 400 characters, brackets nested deeper than 12, a sum/product/integral/limit/gamma, a literal of 40+
-digits, an exponent, factorial or binomial of anything but a small literal (or a short symbolic term):
-"(99!)!", "9^{99!}", "10^{999 \\cdot 999}", "\\binom{10^{99}}{10^{98}}". Every regex is linear on a 1 MB
-response. Math-Verify's own SIGALRM timeouts are off (they fail outside a main thread);
-`judge_with_timeout` sets one timer per item instead, and the pool kills a worker that overruns anyway
-(C code ignores signals).
+digits, a factorial or binomial of anything but a small literal, an exponent holding a factorial, a power
+or a binomial or whose integers multiply to more than 10^4, a bracketed base raised to more than 100:
+"(99!)!", "9^{99!}", "10^{999 \\cdot 999 \\cdot 999}", "\\binom{10^{99}}{10^{98}}", "(x+1)^{999}". Every regex
+is linear on a 1 MB response. Math-Verify's own SIGALRM timeouts are off (they fail outside a main thread);
+`judge_with_timeout` sets one timer per item instead, and the pool kills a worker that overruns anyway (C
+code ignores signals): the timer is a last resort, not the bound.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its exp
 _RELATION = re.compile(
     r"\\(?:approx|sim|simeq|neq|ne|geq?|leq?|geqslant|leqslant|gtrsim|lesssim|gt|lt)(?![a-zA-Z])|[<>≈≥≤≠]"
 )
+_ALTERNATIVES = re.compile(r"\bor\b|\\(?:lor|vee)(?![a-zA-Z])")
 _SEPARATOR = re.compile(r"\\[{}]|[()\[\]{}]|[,;]|\bor\b|\band\b")
 _DECIMAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
 _INFINITY = {"\\infty": "inf", "+\\infty": "inf", "-\\infty": "-inf"}
@@ -75,10 +76,14 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
     if _qualified(answer, gold):
         return False
+    answer_clean, gold_clean = clean(answer), clean(gold)
+    if (answer_number := as_number(answer_clean)) and (gold_number := as_number(gold_clean)):
+        return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
     answer_items, gold_items = _items(answer, gold), _items(gold, answer)
     if len(answer_items) == 1 and len(gold_items) == 1:
         return _single_match(answer, gold, dataset, response, problem)
-    if len(gold_items) == 1 and _BRACKETED.match(strip_wrappers(gold)) and gold.count(",") + 1 == len(answer_items):
+    tuple_gold = len(gold_items) == 1 and _BRACKETED.match(strip_wrappers(gold)) is not None
+    if tuple_gold and gold.count(",") + 1 == len(answer_items) and not _ALTERNATIVES.search(answer):
         return _single_match(f"({', '.join(answer_items)})", gold, dataset, response, problem)  # "7, 6" for (7, 6)
     if len(answer_items) != len(gold_items) or len(gold_items) > MAX_ITEMS:
         return len(gold_items) > MAX_ITEMS and canonical(answer) == canonical(gold)

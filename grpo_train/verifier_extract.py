@@ -112,7 +112,7 @@ def _boxed_answer(text: str, boxes: list[tuple[int, int, str]]) -> str | None:
     retracts the boxes before it ("Wait, that is not right") but offers alternatives near them ("if that
     is wrong", "alternatively") is a hedge, not a retraction."""
     groups = _group_boxes(text, boxes)
-    committed = max((i for i, (_, gap) in enumerate(groups) if _retracts(gap) and i > 0), default=0)
+    committed = max((i for i, (_, gap) in enumerate(groups) if i > 0 and _retracts(gap)), default=0)
     answer = groups[-1][0]
     if BOX_START.search(answer):
         return None  # "\boxed{7\boxed{5}}": two answers in one
@@ -123,6 +123,8 @@ def _retracts(gap: str) -> bool:
     """A gap retracts the boxes before it when a sentence of it says they are wrong without a condition
     or an alternative ("Wait, that is not right", not "if that is wrong") and the sentence that leads
     to the next box offers no alternative ("alternatively, it could be")."""
+    if _RETRACTION.search(gap) is None:
+        return False
     sentences = _SENTENCE_BREAK.split(gap)
     retracting = [s for s in sentences if _RETRACTION.search(s)]
     return any(not _HEDGE.search(s) for s in retracting) and not _HEDGE.search(sentences[-1])

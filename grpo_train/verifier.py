@@ -92,6 +92,7 @@ __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_corre
            "warm_up"]  # fmt: skip
 
 DATASETS = ("gsm8k", "math")
+_STRUCTURE = re.compile(r"\\(?:[dtc]?frac|sqrt|text\w*|math\w*|left|right|boxed|fbox|begin|end|cdot|times|div)\b")
 _PLACEHOLDER = re.compile(r"(?:n/?a|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\ldots|\\dots)", re.IGNORECASE)
 
 
@@ -121,6 +122,8 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} is empty once its delimiters are removed"
     if _PLACEHOLDER.fullmatch(TEXT_WRAP.sub(r"\1", stripped).strip()):
         return "", f"gold {gold!r} is a placeholder, not an answer"
+    if not re.search(r"[0-9A-Za-z]", _STRUCTURE.sub("", stripped)):
+        return "", f"gold {gold!r} holds no value"  # "\\frac{}{}", "\\sqrt{}"
     if _unbalanced(stripped):
         return "", f"gold {gold!r} has unbalanced braces or brackets"
     if dataset == "gsm8k" and as_number(clean(text)) is None and gsm8k_number(text) is None:

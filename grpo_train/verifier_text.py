@@ -46,13 +46,17 @@ def matching_brace(text: str, open_pos: int, limit: int = MAX_BOX_CHARS) -> int 
 # What is printed
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
-# \phantom{X} prints nothing where X would be; so does anything coloured white.
-_INVISIBLE = re.compile(
-    r"\\(?:[hv]?phantom|mathphantom|(?:text)?color\s*\{\s*(?:white|transparent)\s*\})\s*(?=\{)"
+# \phantom{X} prints nothing where X would be; so does anything coloured white (however the colour is
+# spelled) or transparent.
+_WHITE = (
+    r"\\(?:text)?color\s*(?:\{\s*(?:white|transparent|(?:\\?\#)?f{3}(?:f{3})?)\s*\}"
+    r"|\[\s*rgb\s*\]\s*\{\s*(?:1|255)\s*,\s*(?:1|255)\s*,\s*(?:1|255)\s*\}"
+    r"|\[\s*html\s*\]\s*\{\s*f{6}\s*\}|\[\s*gray\s*\]\s*\{\s*1\s*\})"
 )
-_WHITE_SWITCH = re.compile(r"\\color\s*\{\s*(?:white|transparent)\s*\}")
+_INVISIBLE = re.compile(rf"(?:\\(?:[hv]?phantom|mathphantom)|{_WHITE})\s*(?=\{{)", re.IGNORECASE)
+_WHITE_SWITCH = re.compile(_WHITE, re.IGNORECASE)
 # Colour is decoration: "\color{red}{7}" and "{\color{red} 7}" print 7.
-_COLOUR = re.compile(r"\\(?:color|textcolor)\s*\{[^{}]{0,40}\}")
+_COLOUR = re.compile(r"\\(?:color|textcolor)\s*(?:\[[^\]]{0,10}\]\s*)?\{[^{}]{0,40}\}")
 
 
 def visible(text: str) -> str:
@@ -69,19 +73,23 @@ def visible(text: str) -> str:
         parts.append(text[pos : match.start()])
         pos = len(text) if close is None else close + 1
     text = "".join(parts) + text[pos:]
-    if (white := _WHITE_SWITCH.search(text)) is not None:
-        text = _drop_to_group_end(text, white)
-    return _COLOUR.sub("", text)
+    kept, pos = [], 0
+    for white in _WHITE_SWITCH.finditer(text):
+        if white.start() >= pos:
+            kept.append(text[pos : white.start()])
+            pos = _group_end(text, white.end())
+    return _COLOUR.sub("", "".join(kept) + text[pos:])
 
 
-def _drop_to_group_end(text: str, switch: re.Match[str]) -> str:
-    """"{\\color{white} 5} 7" -> "{} 7": a colour switch lasts to the end of its group."""
+def _group_end(text: str, pos: int) -> int:
+    """Where the group around `pos` closes: "{\\color{white} 5} 7" drops " 5" (a colour switch lasts to the
+    end of its group); the end of the text outside any group."""
     depth = 0
-    for match in _BRACE_TOKEN.finditer(text, switch.end()):
+    for match in _BRACE_TOKEN.finditer(text, pos):
         depth += {"{": 1, "}": -1}.get(match.group(), 0)
         if depth < 0:
-            return text[: switch.start()] + text[match.start() :]
-    return text[: switch.start()]
+            return match.start()
+    return len(text)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -148,7 +148,8 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
         return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)
     if canonical(answer_clean) == canonical(gold_clean):
         return True
-    if gold_number is not None and (problem is not None or _FREE_LETTER.search(_COMMANDS.sub(" ", answer_clean))):
+    written_out = problem is not None or dataset == "gsm8k"  # GSM8K answers are numbers, asked or not
+    if gold_number is not None and (written_out or _FREE_LETTER.search(_COMMANDS.sub(" ", answer_clean))):
         # The answer-form rule: a number is answered by a number written out ("99^2+99+1" and "\log_2 64"
         # still have work to do). Without the problem only a variable rules it out ("4x" is not 4).
         return False

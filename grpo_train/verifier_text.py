@@ -112,7 +112,11 @@ TEXT_WRAP = re.compile(
 # a lone variable ("2x" keeps its x).
 _UNIT = r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm)\s*\{[^{}]*\}"
 _UNIT += r"|(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}(?:\s+[a-zA-Z]+)*|cm|mm|km|kg|mg|ft|hr|lbs?|oz|yd|mi|m(?=\^))"
-_TRAILING_UNIT = re.compile(rf"^(.*?\S)\s*(?:{_UNIT})(?:\^\{{?[23]\}}?)?$")
+_TRAILING_UNIT = re.compile(rf"^(.*?\S)\s*({_UNIT})(?:\^\{{?[23]\}}?)?$")
+_NOT_A_UNIT = re.compile(
+    r"\d|\b(?:or|and|not|but|than|plus|minus|nor|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
+    re.IGNORECASE,
+)
 MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b", re.IGNORECASE)
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
@@ -164,8 +168,10 @@ def clean(latex: str, keep_assignment: bool = False) -> str:
     s = strip_wrappers(latex)
     if not keep_assignment:
         s = ASSIGNMENT.sub("", s, count=1)
-    if (m := _TRAILING_UNIT.match(s)) and not is_text_only(s) and not MULTIPLIER.search(s):
-        s = m.group(1).strip()
+    unit = _TRAILING_UNIT.match(s)
+    # "5 \text{ (or 7)}" and "5 or six" end on a second value, not a unit.
+    if unit and not is_text_only(s) and not MULTIPLIER.search(s) and not _NOT_A_UNIT.search(unit.group(2)):
+        s = unit.group(1).strip()
     return s
 
 

@@ -64,7 +64,7 @@ def test_hedge_and_invisible_rules_stay_linear_on_a_megabyte():
         ("\\color{white}" * (n // 13) + "\\boxed{5}", False),
         ("\\boxed{4}" + " Wait, if" * (n // 9) + "\\boxed{5}", False),
         ("\\boxed{4}" + ". " * (n // 2) + "\\boxed{5}", False),
-        ("Final Answer: 5" + " or maybe" * (n // 9), False),
+        ("Final Answer: 5" + " or maybe" * (n // 9), True),  # no second value is offered
         ("\\boxed{" * (n // 7) + "5" + "}" * (n // 7), False),
     ]
     for response, expected in inputs:

@@ -254,6 +254,8 @@ CASES: list[Case] = [
         ("The answer is no more than 5.", False, "an upper bound in prose"),
         ("#### over 5", False, "a bound after ####"),
         ("The answer is 5 or so.", False, "an approximation after the number"),
+        (_box("5 \\text{ (or 7)}"), False, "a second value where a unit would be"),
+        (_box("5 \\text{ or six}"), False, "a second value in words"),
         ("The answer is: Tom has 5 marbles left.", True, "a sentence around the number"),
         ("The answer is 5 marbles.", True, "a unit"),
         ("The answer is $\\boxed{5}$ marbles.", True, "boxed, with a unit outside"),

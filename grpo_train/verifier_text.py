@@ -117,6 +117,7 @@ _NOT_A_UNIT = re.compile(
     r"\d|\b(?:or|and|not|but|than|plus|minus|nor|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
     re.IGNORECASE,
 )
+_SECOND_VALUE = re.compile(r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
 MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b", re.IGNORECASE)
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
@@ -289,4 +290,6 @@ def gsm8k_number(answer: str) -> PlainNumber | None:
     if number := as_number(clean(s)):
         return number
     values = {as_number(n.rstrip(",")) for n in _ANY_NUMBER.findall(s)} - {None}
-    return values.pop() if len(values) == 1 else None
+    if len(values) != 1 or _SECOND_VALUE.search(_ANY_NUMBER.sub(" ", s)):
+        return None  # two numbers, or one and an alternative ("5 or six")
+    return values.pop()

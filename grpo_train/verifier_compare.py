@@ -116,12 +116,19 @@ def _items(latex: str, other: str) -> tuple[str, ...]:
         elif depth == 0 and (token == ";" or ";" not in s):  # ";" separates solutions of several parts
             items.append(s[start : match.start()])
             start = match.end()
-    items = list({canonical(item): item.strip() for item in [*items, s[start:]] if item.strip()}.values())
-    if len(items) == 1 and items[0].count("\\pm") == 1:
-        return (items[0].replace("\\pm", "+"), items[0].replace("\\pm", "-"))
-    if len(items) == 1 or not all(re.search(r"[\d\\]", item) for item in items):
+    items = [item.strip() for item in [*items, s[start:]] if item.strip()]
+    if not all(re.search(r"[\d\\]", item) for item in items):
         return (latex,)  # "Tom and Jane have 18 eggs" is one answer
-    return tuple(items)
+    # "1 \pm \sqrt{5}" is two items, "1 + \sqrt{5}" and "1 - \sqrt{5}".
+    items = [part for item in items for part in _plus_minus(item)]
+    items = list({canonical(item): item for item in items}.values())
+    return (latex,) if len(items) == 1 else tuple(items)
+
+
+def _plus_minus(item: str) -> list[str]:
+    if item.count("\\pm") != 1:
+        return [item]
+    return [item.replace("\\pm", "+"), item.replace("\\pm", "-")]
 
 
 def _single_match(answer: str, gold: str, dataset: str, response: str, problem: str | None) -> bool:

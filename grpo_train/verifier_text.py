@@ -135,6 +135,7 @@ def strip_wrappers(latex: str) -> str:
     s = re.sub(r"\\q?quad(?=[a-zA-Z])", " ", s)  # "\quadx_2": a missing space, not a command
     s = _SPACING.sub(" ", _THIN_SPACE.sub("", _GROUPED_COMMA.sub(",", s)))
     s = _DEGREES.sub("", s).replace("²", "^2").replace("³", "^3").replace("\u2212", "-")
+    s = re.sub(r"(\d)\s+(?=i\b)", r"\1", s)  # "9 i" is 9i (Math-Verify reads a spaced i as another symbol)
     s = _CURRENCY.sub("", s.replace("\\%", "%")).strip()
     if s.endswith((".", ",")) and not s.endswith(("..", "\\dots.", "\\ldots.")):
         s = s[:-1]  # sentence punctuation written inside the math: "$42.$"

@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from sympy import Basic
+from sympy import latex as sympy_latex
 from verifier_attacks import CASES
 
 from grpo_train.verifier import judge, judge_with_timeout
+from grpo_train.verifier_compare import parse_latex
 from grpo_train.verifier_form import too_big
 from grpo_train.verifier_text import MATH_SPAN, as_number, canonical, clean, matching_brace, math_content
 
@@ -169,3 +172,25 @@ def test_respelling_helpers():
     assert respellings("x^{-2} - 3")["commuted"] == "-3 + x^{-2}"
     assert respellings("-a + b")["commuted"] == "b - a"
     assert "commuted" not in respellings("f(x) = x + 1")
+
+
+def test_final_answers_in_other_spellings_still_score():
+    """The other side of the form rule: every MATH-500 reference solution, and every symbolic gold as SymPy
+    prints it (another spelling of a final answer: "9i + 6", "\\left\\{-2, 1 - \\sqrt{5}, 1 + \\sqrt{5}\\right\\}"),
+    scores 1 with the problem passed."""
+    if not MATH500.exists():
+        pytest.skip("../shared/data is not next to the repo")
+    rows = [json.loads(line) for line in MATH500.read_text().splitlines() if line.strip()]
+    missed = [r["unique_id"] for r in rows
+              if not judge_with_timeout(r["solution"], r["answer"], "math", r["problem"]).correct]  # fmt: skip
+    reprinted = 0
+    for row in rows:
+        if as_number(clean(row["answer"])) is not None or not (parsed := parse_latex(clean(row["answer"]))):
+            continue
+        if isinstance(parsed[0], Basic):
+            reprinted += 1
+            answer = f"So the answer is $\\boxed{{{sympy_latex(parsed[0].doit())}}}$."
+            if not judge_with_timeout(answer, row["answer"], "math", row["problem"]).correct:
+                missed.append((row["unique_id"], row["answer"], sympy_latex(parsed[0].doit())))
+    assert reprinted > 80
+    assert missed == []

@@ -58,6 +58,7 @@ _ANSWER_IS = re.compile(r"\banswer(?:\s+is|\s*:|(?=\s*(?:\$|\\[\[(])))[\s:*]*", 
 _HASH_ANSWER = re.compile(r"####[ \t]*")
 _CHAT_TOKEN = re.compile(r"<\|[^|>]{1,40}\|>|</s>")  # "<|im_start|>user": the next turn, not the answer
 _HOPE_TAIL = re.compile(r"I hope it is correct\.?$", re.IGNORECASE)
+_LIST_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or)\s*", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 # A sentence also starts after displayed math: "... \\geq 2.$$ Therefore, it increases by 100%."
 _CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
@@ -175,14 +176,21 @@ def _span_after(text: str, pos: int) -> str | None:
             return None  # "The answer is $5$. Or 7."
         return unwrapped if re.match(r"\s*(?:or\b|\\text\s*\{\s*or)", rest[span.end() :]) else math_content(span)
     sentence = sentence.removeprefix("$")  # "$90." is a price, not a math span
-    if (last_is := _LAST_IS.match(sentence)) is not None:
-        sentence = sentence[last_is.end() :]
+    sentence = _after_last_is(sentence)
     if end is not None and _alternative_follows(rest, end.start(), sentence, bare_or=False):
         return None  # "The answer is 5. Or 7."
     spans = list(MATH_SPAN.finditer(sentence))
     if len(spans) == 1 and not QUALIFIER.search(sentence) and not re.search(r"\bor\b", sentence):
         return math_content(spans[0])
     return MATH_SPAN.sub(lambda m: math_content(m), sentence)  # "$5$ or $7$" -> "5 or 7", a list
+
+
+def _after_last_is(sentence: str) -> str:
+    """What follows the sentence's last "is" / "are" / "equals" / "=" outside math ("The roots are $x = 2$ or
+    $x = -3$" -> "$x = 2$ or $x = -3$"); the sentence itself without one."""
+    masked = MATH_SPAN.sub(lambda m: "$" + "_" * (len(m.group()) - 2) + "$", sentence)
+    last_is = _LAST_IS.match(masked)
+    return sentence[last_is.end() :] if last_is is not None else sentence
 
 
 def _last_marker_span(text: str, marker: re.Pattern[str]) -> tuple[str, str | None]:
@@ -216,10 +224,11 @@ def _closing_answer(text: str) -> str | None:
         return None
     if _offers_several(sentence):
         return None
-    whole = sentence
-    if (last_is := _LAST_IS.match(sentence)) is not None:
-        sentence = sentence[last_is.end() :]  # "... = 2/3 Therefore, the probability is 2/3."
+    whole, sentence = sentence, _after_last_is(sentence)  # "... = 2/3 Therefore, the probability is 2/3."
     if spans := list(MATH_SPAN.finditer(sentence)):
+        between = [sentence[a.end() : b.start()] for a, b in zip(spans, spans[1:], strict=False)]
+        if between and all(_LIST_JOINER.fullmatch(gap) for gap in between):
+            return ", ".join(math_content(span) for span in spans)  # "The roots are $2$ and $-3$."
         return math_content(spans[-1])
     numbers = {n.strip() for n in NUMBER_TOKEN.findall(sentence)}
     if not numbers and len(spans := list(MATH_SPAN.finditer(whole))) == 1:

@@ -419,6 +419,8 @@ CASES: list[Case] = [
              "position increases by 100%.", "100\\%", "a concluding sentence after displayed math"),
             (None, "Therefore $x \\geq 5$ is the solution.", "x \\ge 5", "the value before 'is the solution'"),
             (None, "The solution is $x != 5$", "x \\neq 5", "!= is not an equation's ="),
+            ("Solve $x^2 + x - 6 = 0$.", "We factor.\nThe solutions are $x = 2$ or $x = -3$.", "2, -3",
+             "both solutions in a closing sentence"),
             (None, _box("a_{37} = 19, \\quad a_3 = 2"), "a_3 = 2, a_{37} = 19", "assignments in another order"),
             (None, _box("y = 3, x = 2"), "x = 2, y = 3", "assignments in another order"),
             (None, "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}$", "(3, 3), (1, 1)",

@@ -2,8 +2,8 @@
 
 `too_big` reads the answer's text before any parser sees it; `pending_operations` reads the unevaluated
 SymPy tree that Math-Verify's LaTeX parser builds (it keeps `99^2 + 99 + 1` as a sum of a power, not
-9901), and `evaluates` replaces a text such as "\\binom{31}{28}" or "\\frac{6}{8}" that the parser
-evaluates while parsing. Evaluating a node here (`doit`) is safe because `too_big` bounded its size.
+9901), and `evaluated_by_parser` reads from the text what the parser evaluates while parsing
+("\\binom{31}{28}", "\\frac{6}{8}"). Evaluating a node here (`doit`) is safe because `too_big` bounded its size.
 """
 
 from __future__ import annotations
@@ -47,9 +47,14 @@ def too_big(latex: str) -> str | None:
         return "a sum, product, integral, limit, gamma, huge literal or factorial of a non-literal"
     if len(_BINOMIAL.findall(latex)) > len(_SMALL_BINOMIAL.findall(latex)):
         return "a binomial of anything but small literals"
+    stacked, plain = 1, 1  # powers of bracketed groups multiply: ((9^9)^9)^9 is 9^729
     for base, exponent in _exponents(latex):
-        if not _small(exponent) or (base in ")}]" and abs(exact_value(exponent) or 0) > MAX_GROUP_EXPONENT):
+        size = abs(exact_value(exponent) or 1)
+        if not _small(exponent) or (base in ")}]" and size > MAX_GROUP_EXPONENT):
             return f"the exponent {exponent[:40]!r} is not small"
+        stacked, plain = (stacked * size, plain) if base in ")}]" else (stacked, max(plain, size))
+    if stacked * plain > MAX_EXPONENT:
+        return f"powers of powers reach an exponent above {MAX_EXPONENT}"
     return None
 
 

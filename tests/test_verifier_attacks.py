@@ -54,6 +54,7 @@ def test_cost_inputs_are_refused_before_any_parse():
     assert [why for why, reason in reasons.items() if reason is None and why not in cheap] == []
     assert too_big("(99!)!") and too_big("9^{99!}") and too_big("10^{999 \\cdot 999 \\cdot 999}")
     assert too_big("\\binom{10^{99}}{10^{98}}") and too_big("(x+1)^{999}") and too_big("(" * 13 + "1" + ")" * 13)
+    assert too_big("(((((9^9)^9)^9)^9)^9)^9") and not too_big("(2^{10})^{10}") and not too_big("(x+1)^2(x-1)^3")
     assert not too_big("2^{10}") and not too_big("e^{-\\frac{1}{2}}") and not too_big("10^{\\frac{-5+\\sqrt{13}}{6}}")
 
 

@@ -398,6 +398,7 @@ CASES: list[Case] = [
             ("e^{e^{e^{e}}}", "1", False, "a tower of e"),
             ("10^{10^{5}}", "1", False, "a tower of ten"),
             ("2^{10000}", "1", False, "a 3011-digit power (cheap enough to compare)"),
+            ("(((((9^9)^9)^9)^9)^9)^9", "1", False, "powers of powers"),
         ]
     ],
     # ------------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""Benchmark: our verifier against Math-Verify alone, on the public labelled cases.
+"""Benchmark: our verifier against Math-Verify alone, on the public labelled cases and on our adversarial suite.
 
     make bench-verifier                      # = .venv/bin/python scripts/bench_verifier.py
     .venv/bin/python scripts/bench_verifier.py --workers 2 --timeout 5 --gsm8k-repeats 5
 
-Reports, for ../shared/data/verifier_cases_public.jsonl (610 cases):
+Reports, for ../shared/data/verifier_cases_public.jsonl (610 cases, scored with their problem text where
+they have it, as training scores them):
   - accuracy, false positives and false negatives of `grpo_train.verifier` (through the process pool)
     and of the baseline `math_verify.verify(parse("$" + gold + "$"), parse(response))`;
   - throughput in items/s on GSM8K-style and MATH-style cases: ours through a VerifierPool of
@@ -11,6 +12,11 @@ Reports, for ../shared/data/verifier_cases_public.jsonl (610 cases):
     pool lives for the whole run), the baseline in this single process. Both are timed in the same
     run, in alternating slices (one pass over the GSM8K cases; 50 MATH cases), so that both see the
     same load from other jobs on the machine.
+and, for the adversarial suite tests/verifier_attacks.py (through the same pool):
+  - false positives (a reward for an attack), false negatives among its correct responses, and bad golds
+    not reported as status "error";
+  - the time per item on its cost inputs ((99!)!, 9^{99!}, 190 nested parentheses, ...): each scored once
+    by `judge_with_timeout` in this process after `warm_up`, as a worker does; p99 and max.
 GSM8K cases are scored `--gsm8k-repeats` times so that the timing is long enough to measure; nothing is
 cached on that path (numbers are compared without SymPy). MATH cases are scored once: the workers' parse
 caches start empty. The gold is wrapped in $...$ for the baseline because Math-Verify's extractor only
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -31,6 +38,10 @@ from pathlib import Path
 from math_verify import parse, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the adversarial suite
+from verifier_attacks import CASES as ATTACKS  # noqa: E402
+
+from grpo_train.verifier import judge_with_timeout, warm_up  # noqa: E402
 from grpo_train.verifier_pool import VerifierPool, VerifyItem, status_counts  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -64,7 +75,7 @@ def time_interleaved(
     for start in range(0, len(cases), slice_size):
         part = cases[start : start + slice_size]
         began = time.perf_counter()
-        ours += pool.score_batch([VerifyItem(c["response"], c["gold"], c["dataset"]) for c in part])
+        ours += pool.score_batch([VerifyItem(c["response"], c["gold"], c["dataset"], c.get("problem")) for c in part])
         ours_s += time.perf_counter() - began
         began = time.perf_counter()
         base += [baseline_verdict(c) for c in part]
@@ -72,10 +83,51 @@ def time_interleaved(
     return ours, base, len(cases) / ours_s, len(cases) / base_s
 
 
+def score_attacks(pool: VerifierPool) -> dict:
+    """False positives, false negatives and unreported bad golds on the adversarial suite, per category."""
+    scored = pool.score_batch([VerifyItem(c.response, c.gold, c.dataset, c.problem) for c in ATTACKS])
+    false_pos = [c for c, s in zip(ATTACKS, scored, strict=True) if s.accuracy_reward > 0 and not c.expected]
+    false_neg = [c for c, s in zip(ATTACKS, scored, strict=True) if s.accuracy_reward == 0 and c.expected]
+    silent_gold = [c for c, s in zip(ATTACKS, scored, strict=True) if c.category == "bad_gold" and s.status != "error"]
+    categories = sorted({c.category for c in ATTACKS})
+    return {
+        "cases": len(ATTACKS),
+        "attacks": sum(not c.expected for c in ATTACKS),
+        "correct_responses": sum(c.expected for c in ATTACKS),
+        "false_positives": len(false_pos),
+        "false_negatives": len(false_neg),
+        "bad_golds_not_error": len(silent_gold),
+        "by_category": {k: {"cases": sum(c.category == k for c in ATTACKS),
+                            "false_positives": sum(c.category == k for c in false_pos),
+                            "false_negatives": sum(c.category == k for c in false_neg)} for k in categories},
+        "false_positive_whys": [f"{c.category}: {c.why}" for c in false_pos],
+        "false_negative_whys": [f"{c.category}: {c.why}" for c in false_neg],
+    }  # fmt: skip
+
+
+def time_cost_inputs(timeout_s: float) -> dict:
+    """Seconds per item on the suite's cost inputs, each scored once in this process after warm-up."""
+    warm_up()
+    timings = []
+    for case in (c for c in ATTACKS if c.category == "cost"):
+        began = time.perf_counter()
+        verdict = judge_with_timeout(case.response, case.gold, case.dataset, case.problem, timeout_s=timeout_s)
+        timings.append((time.perf_counter() - began, case.why, verdict.status))
+    timings.sort()
+    p99 = timings[min(len(timings) - 1, math.ceil(0.99 * len(timings)) - 1)][0]  # nearest rank
+    return {
+        "inputs": len(timings),
+        "p99_ms": 1000 * p99,
+        "max_ms": 1000 * timings[-1][0],
+        "slowest": timings[-1][1],
+        "timeouts": sum(status == "timeout" for _, _, status in timings),
+    }
+
+
 def run(cases: list[dict], workers: int, timeout_s: float, gsm8k_repeats: int) -> dict:
     """Scores and times both verifiers on the same cases, in this run."""
     gsm8k = [c for c in cases if c["dataset"] == "gsm8k"]
-    math = [c for c in cases if c["dataset"] == "math"]
+    math_cases = [c for c in cases if c["dataset"] == "math"]
     baseline_verdict({"gold": "1", "response": "$1$"})  # load Math-Verify's grammar before timing
     started = time.perf_counter()
     with VerifierPool(num_workers=workers, timeout_s=timeout_s) as pool:
@@ -84,23 +136,27 @@ def run(cases: list[dict], workers: int, timeout_s: float, gsm8k_repeats: int) -
         ours_gsm8k, base_gsm8k, ours_gsm8k_rate, base_gsm8k_rate = time_interleaved(
             pool, gsm8k * gsm8k_repeats, slice_size=len(gsm8k)
         )
-        ours_math, base_math, ours_math_rate, base_math_rate = time_interleaved(pool, math, slice_size=50)
+        ours_math, base_math, ours_math_rate, base_math_rate = time_interleaved(pool, math_cases, slice_size=50)
+        attacks = score_attacks(pool)
         restarts = pool.restarts
 
-    ordered = gsm8k + math  # the first pass of the GSM8K repeats, then MATH
+    ordered = gsm8k + math_cases  # the first pass of the GSM8K repeats, then MATH
     ours_scored = ours_gsm8k[: len(gsm8k)] + ours_math
     ours = score_counts([s.accuracy_reward > 0 for s in ours_scored], ordered)
     base = score_counts(base_gsm8k[: len(gsm8k)] + base_math, ordered)
     return {
-        "cases": {"total": len(cases), "gsm8k": len(gsm8k), "math": len(math)},
+        "cases": {"total": len(cases), "gsm8k": len(gsm8k), "math": len(math_cases),
+                  "with_problem": sum("problem" in c for c in cases)},
         "ours": {**ours, "gsm8k_items_per_s": ours_gsm8k_rate, "math_items_per_s": ours_math_rate},
         "math_verify": {**base, "gsm8k_items_per_s": base_gsm8k_rate, "math_items_per_s": base_math_rate},
         "speedup": {"gsm8k": ours_gsm8k_rate / base_gsm8k_rate, "math": ours_math_rate / base_math_rate},
         "statuses": status_counts(ours_scored),
+        "attacks": attacks,
+        "cost": time_cost_inputs(timeout_s),
         "pool": {"workers": workers, "timeout_s": timeout_s, "start_s": pool_start_s, "restarts": restarts},
-        "items_timed": {"gsm8k": len(gsm8k) * gsm8k_repeats, "math": len(math)},
+        "items_timed": {"gsm8k": len(gsm8k) * gsm8k_repeats, "math": len(math_cases)},
         "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
-    }
+    }  # fmt: skip
 
 
 def print_table(result: dict) -> None:
@@ -125,6 +181,14 @@ def print_table(result: dict) -> None:
     for label, counts in (("ours", ours), ("Math-Verify", base)):
         if counts["false_positive_ids"] or counts["false_negative_ids"]:
             print(f"{label}: FP {counts['false_positive_ids']} FN {counts['false_negative_ids']}")
+    attacks, cost = result["attacks"], result["cost"]
+    print(f"adversarial suite ({attacks['attacks']} attacks, {attacks['correct_responses']} correct responses): "
+          f"{attacks['false_positives']} false positives, {attacks['false_negatives']} false negatives, "
+          f"{attacks['bad_golds_not_error']} bad golds not reported as errors")
+    for why in attacks["false_positive_whys"] + attacks["false_negative_whys"]:
+        print(f"  {why}")
+    print(f"cost inputs ({cost['inputs']}): p99 {cost['p99_ms']:.1f} ms, max {cost['max_ms']:.1f} ms "
+          f"({cost['slowest']}), {cost['timeouts']} timeouts")  # fmt: skip
 
 
 def main() -> None:

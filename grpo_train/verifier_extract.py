@@ -1,0 +1,277 @@
+"""The verifier's extraction of the final answer from a response (order and rules in grpo_train/verifier.py).
+
+Regexes and linear scans only: safe on a 1 MB response.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grpo_train.verifier_text import (
+    MATH_SPAN,
+    NEGATION,
+    NUMBER_TOKEN,
+    QUALIFIER,
+    as_number,
+    canonical,
+    clean,
+    matching_brace,
+    math_content,
+)
+
+MAX_BOXES = 64  # more boxes than this is spam, not an answer
+SPAN_CHARS = 300  # how far after "the answer is" we read the answer
+CLOSING_CHARS = 2000  # how much of an unmarked response's end we read for its closing sentence
+
+BOX_START = re.compile(r"\\(?:boxed|fbox)\b\s*")
+_BARE_BOX_ARG = re.compile(r"[^\s${}.,;]+")
+# Between two boxes of one multi-part answer: spacing, commas, "and", delimiters, part labels.
+_JOINER = re.compile(
+    r"(?:\s|\$|,|;|:|\.|&|\\\\|\\[\[\]()]|(?<!\\)\\[,;:! ]|\\q?quad|\\text\s*\{|\}"
+    r"|\band\b|\bfor\b|\bparts?\b|\brespectively\b|\(\s*(?:[a-h]|i{1,3}|iv|v|vi{0,3}|\d)\s*\))*",
+    re.IGNORECASE,
+)
+_RETRACTION = re.compile(
+    r"\b(?:wait|actually|oops|mistake|misread|not right|incorrect|wrong|re-?check\w*|re-?do\w*"
+    r"|re-?calculat\w*|re-?consider\w*|correction|on second thought|let me (?:fix|correct))\b",
+    re.IGNORECASE,
+)
+# Words that offer a value as one possibility among others: a hedge, never a retraction.
+_HEDGE = re.compile(
+    r"\b(?:if|unless|otherwise|in case|possib\w*|alternativ\w*|either|or|could|might|(?:maybe|perhaps)(?!\s+I\b))\b",
+    re.IGNORECASE,
+)
+_HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
+_ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
+_ALTERNATIVE_AFTER_BOX = re.compile(rf"[\s$]*(?:[.;,(]\s*)?(?:or\b|{_HEDGE_WORD}\b)", re.I)
+_FILLER = re.compile(
+    r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
+    r"|perhaps))*[\s,:]*",
+    re.IGNORECASE,
+)
+# The first value of a clause: a box, a math span or a number (whichever comes first).
+_FIRST_VALUE = re.compile(
+    r"\\(?:boxed|fbox)\s*\{([^{}]*)\}|(?<![\\$])\$([^$\n]+?)\$|(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)(?![\w])"
+)
+_FINAL_ANSWER = re.compile(r"final answer(?:\s+is)?[\s:*]*", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"\banswer(?:\s+is|\s*:|(?=\s*(?:\$|\\[\[(])))[\s:*]*", re.IGNORECASE)
+_HASH_ANSWER = re.compile(r"####[ \t]*")
+_CHAT_TOKEN = re.compile(r"<\|[^|>]{1,40}\|>|</s>")  # "<|im_start|>user": the next turn, not the answer
+_HOPE_TAIL = re.compile(r"I hope it is correct\.?$", re.IGNORECASE)
+_LIST_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or)\s*", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
+# A sentence also starts after displayed math: "... \\geq 2.$$ Therefore, it increases by 100%."
+_CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
+_LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DOTALL)
+_CONCLUSION = re.compile(
+    r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution)\b",
+    re.IGNORECASE,
+)
+
+
+def find_boxes(text: str) -> list[tuple[int, int, str]] | None:
+    """The closed, non-empty `\\boxed{..}` / `\\fbox{..}` as (start, end, content); None if too many.
+    A box around a single box is that box; any other box inside a box keeps it in the content."""
+    starts = list(BOX_START.finditer(text))
+    if len(starts) > MAX_BOXES:
+        return None
+    boxes: list[tuple[int, int, str]] = []
+    for start in starts:
+        if boxes and start.start() < boxes[-1][1]:
+            continue  # a box inside a box: the outer one is read
+        pos = start.end()
+        if text.startswith("{", pos):
+            close = matching_brace(text, pos)
+            content = text[pos + 1 : close].strip() if close is not None else ""
+            while (inner := BOX_START.match(content)) and matching_brace(content, inner.end()) == len(content) - 1:
+                content = content[inner.end() + 1 : -1].strip()  # \boxed{\boxed{5}}
+            if content:  # "\boxed{}" quotes the format
+                boxes.append((start.start(), close + 1, content))
+        elif bare := _BARE_BOX_ARG.match(text, pos):  # "\boxed 5"
+            boxes.append((start.start(), bare.end(), bare.group()))
+    return boxes
+
+
+def _group_boxes(text: str, boxes: list[tuple[int, int, str]]) -> list[tuple[str, str]]:
+    """Joins side-by-side boxes into multi-part answers: [(answer, text before this group)]."""
+    groups: list[tuple[str, str]] = []
+    parts, gap_before = [boxes[0][2]], text[: boxes[0][0]]
+    for (_, prev_end, _), (start, _, content) in zip(boxes, boxes[1:], strict=False):
+        gap = text[prev_end:start]
+        if len(gap) <= 80 and _JOINER.fullmatch(gap):
+            parts.append(content)
+            continue
+        groups.append((", ".join(dict.fromkeys(parts)), gap_before))
+        parts, gap_before = [content], gap
+    groups.append((", ".join(dict.fromkeys(parts)), gap_before))
+    return groups
+
+
+def _boxed_answer(text: str, boxes: list[tuple[int, int, str]]) -> str | None:
+    """The committed boxed answer: every box after the last retraction must agree, else None. A gap that
+    retracts the boxes before it ("Wait, that is not right") but offers alternatives near them ("if that
+    is wrong", "alternatively") is a hedge, not a retraction."""
+    groups = _group_boxes(text, boxes)
+    committed = max((i for i, (_, gap) in enumerate(groups) if i > 0 and _retracts(gap)), default=0)
+    answer = groups[-1][0]
+    if BOX_START.search(answer):
+        return None  # "\boxed{7\boxed{5}}": two answers in one
+    return answer if all(_same_answer(g, answer) for g, _ in groups[committed:]) else None
+
+
+def _retracts(gap: str) -> bool:
+    """A gap retracts the boxes before it when a sentence of it says they are wrong without a condition
+    or an alternative ("Wait, that is not right", not "if that is wrong") and the sentence that leads
+    to the next box offers no alternative ("alternatively, it could be")."""
+    if _RETRACTION.search(gap) is None:
+        return False
+    sentences = _SENTENCE_BREAK.split(gap)
+    retracting = [s for s in sentences if _RETRACTION.search(s)]
+    return any(not _HEDGE.search(s) for s in retracting) and not _HEDGE.search(sentences[-1])
+
+
+def _same_answer(first: str, second: str) -> bool:
+    """Whether two boxes of one response agree (same text, or same number: 15\\frac{39}{40} and 639/40)."""
+    numbers = as_number(clean(first)), as_number(clean(second))
+    same_number = None not in numbers and numbers[0].value == numbers[1].value
+    return same_number or canonical(first) == canonical(second)
+
+
+def _alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool:
+    """A different value offered right after the answer: "\\boxed{5} (or possibly 7)", "The answer is 5.
+    Or 7.", "\\boxed{5}, or maybe it is 7" (after a box a plain "or" too: "\\boxed{5} or 7"). The value
+    must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
+    3 x 6 = 18" offers nothing."""
+    pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
+    if (match := pattern.match(text, pos)) is None:
+        return False
+    filler = _FILLER.match(text, match.end())
+    value = _FIRST_VALUE.match(text, filler.end())
+    return value is not None and not _same_answer(next(g for g in value.groups() if g is not None), answer)
+
+
+def _offers_several(sentence: str) -> bool:
+    """A sentence that offers two values with hedging words: "7, or maybe it is 5", "5 (or possibly 7)"."""
+    prose = MATH_SPAN.sub(" $ ", sentence)
+    values = len(MATH_SPAN.findall(sentence)) + len(NUMBER_TOKEN.findall(prose))
+    hedged = re.search(r"\b(?:either|maybe|perhaps|possibly|alternatively)\b", prose, re.I)
+    return values > 1 and hedged is not None
+
+
+def _span_after(text: str, pos: int) -> str | None:
+    """The answer right after a marker: a math span, else the sentence's end ("... $V$ is 120." -> 120).
+    A sentence that qualifies its value ("approximately $5$") or joins two with "or" is returned whole,
+    math unwrapped, for the comparison to judge; one that hedges ("7, or maybe 5") gives None."""
+    rest = text[pos : pos + SPAN_CHARS].lstrip()
+    end = _SENTENCE_END.search(rest, 1)
+    sentence = _HOPE_TAIL.sub("", (rest[: end.start()] if end else rest).rstrip())
+    if _offers_several(sentence):
+        return None
+    unwrapped = MATH_SPAN.sub(lambda m: math_content(m), sentence)
+    if (span := MATH_SPAN.match(rest)) is not None:
+        if _alternative_follows(rest, span.end(), math_content(span), bare_or=False):
+            return None  # "The answer is $5$ (or $7$)."
+        if end is not None and _alternative_follows(rest, end.start(), math_content(span), bare_or=False):
+            return None  # "The answer is $5$. Or 7."
+        return unwrapped if re.match(r"\s*(?:or\b|\\text\s*\{\s*or)", rest[span.end() :]) else math_content(span)
+    sentence = sentence.removeprefix("$")  # "$90." is a price, not a math span
+    sentence = _after_last_is(sentence)
+    if end is not None and _alternative_follows(rest, end.start(), sentence, bare_or=False):
+        return None  # "The answer is 5. Or 7."
+    spans = list(MATH_SPAN.finditer(sentence))
+    if len(spans) == 1 and not QUALIFIER.search(sentence) and not re.search(r"\bor\b", sentence):
+        return math_content(spans[0])
+    return MATH_SPAN.sub(lambda m: math_content(m), sentence)  # "$5$ or $7$" -> "5 or 7", a list
+
+
+def _after_last_is(sentence: str) -> str:
+    """What follows the sentence's last "is" / "are" / "equals" / "=" outside math ("The roots are $x = 2$ or
+    $x = -3$" -> "$x = 2$ or $x = -3$"); the sentence itself without one."""
+    masked = MATH_SPAN.sub(lambda m: "$" + "_" * (len(m.group()) - 2) + "$", sentence)
+    last_is = _LAST_IS.match(masked)
+    return sentence[last_is.end() :] if last_is is not None else sentence
+
+
+def _last_marker_span(text: str, marker: re.Pattern[str]) -> tuple[str, str | None]:
+    """("none", None) without the marker; ("hedge", None) when its answer hedges; else ("ok", answer)."""
+    last = None
+    for last in marker.finditer(text):  # noqa: B007 - we want the last match
+        pass
+    if last is None:
+        return "none", None
+    span = _span_after(text, last.end())
+    return ("hedge", None) if span is None else ("ok", span.strip() or None)
+
+
+def _closing_answer(text: str) -> str | None:
+    """The answer of a MATH response without a marker: the whole response when it is one short math
+    span or a few words ("$\\frac{1}{3}$", "28 percent"); else the last math span or the only number
+    of a concluding last sentence ("Therefore, there are 12 sequences.", "The matrix is: $M$")."""
+    if (chat := _CHAT_TOKEN.search(text)) is not None:
+        text = text[: chat.start()]
+    text = _HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:]  # only the end can conclude
+    if len(text) <= SPAN_CHARS and (whole := MATH_SPAN.fullmatch(text.rstrip(".,"))) is not None:
+        return math_content(whole)
+    if len(text) <= 40 and text.count(" ") <= 3:
+        return text  # a bare answer such as "1/3" (garbage then fails to match)
+    if not text.endswith((".", "$", "\\]", "\\)")):
+        return None  # cut off mid-sentence
+    boundaries = [m.end() for m in _CLOSING_BREAK.finditer(text[:-1])]
+    sentence = text[boundaries[-1] if boundaries else 0 :]
+    prose = MATH_SPAN.sub(" $ ", sentence)
+    if NEGATION.search(prose) or not (_CONCLUSION.search(prose) or re.search(r":\s*\$", prose)):
+        return None
+    if _offers_several(sentence):
+        return None
+    whole, sentence = sentence, _after_last_is(sentence)  # "... = 2/3 Therefore, the probability is 2/3."
+    if spans := list(MATH_SPAN.finditer(sentence)):
+        between = [sentence[a.end() : b.start()] for a, b in zip(spans, spans[1:], strict=False)]
+        if between and all(_LIST_JOINER.fullmatch(gap) for gap in between):
+            return ", ".join(math_content(span) for span in spans)  # "The roots are $2$ and $-3$."
+        return math_content(spans[-1])
+    numbers = {n.strip() for n in NUMBER_TOKEN.findall(sentence)}
+    if not numbers and len(spans := list(MATH_SPAN.finditer(whole))) == 1:
+        return math_content(spans[0])  # "Therefore $x \\geq 5$ is the solution."
+    return numbers.pop() if len(numbers) == 1 else None
+
+
+def extract_answer(response: str, dataset: str) -> tuple[str | None, str]:
+    """The final answer and its source: boxed, final_answer, answer_is, hash or closing.
+    Source "conflict": different boxed answers or a hedge; "none": no answer found."""
+    boxes = find_boxes(response)
+    if boxes is None:
+        return None, "conflict"
+    if boxes:
+        if (answer := _boxed_answer(response, boxes)) is not None:
+            if _alternative_follows(response, boxes[-1][1], answer, bare_or=True):
+                return None, "conflict"
+            return answer, "boxed"
+        _, statement = _last_marker_span(response[boxes[-1][1] :], _FINAL_ANSWER)
+        return (statement, "final_answer") if statement is not None else (None, "conflict")
+    if BOX_START.search(response):
+        return None, "none"  # a \boxed{ that never closes: cut off in the answer
+    for marker, source in ((_FINAL_ANSWER, "final_answer"), (_ANSWER_IS, "answer_is"), (_HASH_ANSWER, "hash")):
+        found, span = _last_marker_span(response, marker)
+        if found == "hedge":
+            return None, "conflict"  # "The answer is 7, or maybe it is 5."
+        if span is not None:
+            return span, source
+    if dataset == "math" and (answer := _closing_answer(response)) is not None:
+        return answer, "closing"  # GSM8K asks for a marked answer: no guessing from its prose
+    return None, "none"
+
+
+def gold_answer(gold: str, dataset: str) -> tuple[str, str | None]:
+    """The gold answer and what is wrong with it (None when it can be scored): GSM8K's text after
+    "####", the boxed answer of a MATH solution (its boxes must agree), else the text as is."""
+    if dataset == "gsm8k" and "####" in gold:
+        return gold.rsplit("####", 1)[1].strip(), None
+    if BOX_START.search(gold):
+        boxes = find_boxes(gold) or []
+        answer = _boxed_answer(gold, boxes) if boxes else None
+        if answer is None:
+            return "", "its boxed answers are empty, unclosed or disagree"
+        return answer, None
+    return gold.strip(), None
+

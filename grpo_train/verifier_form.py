@@ -1,0 +1,334 @@
+"""The verifier's answer-form rules and cost bound (the rules are stated in grpo_train/verifier.py).
+
+`too_big` reads the answer's text before any parser sees it; `pending_operations` reads the unevaluated
+SymPy tree that Math-Verify's LaTeX parser builds (it keeps `99^2 + 99 + 1` as a sum of a power, not
+9901), and `evaluated_by_parser` reads from the text what the parser evaluates while parsing
+("\\binom{31}{28}", "\\frac{6}{8}"). Evaluating a node here (`doit`) is safe because `too_big` bounded its size.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+from sympy import Add, Basic, Function, Integer, MatrixBase, Mul, Pow, Tuple, UnevaluatedExpr, factorint
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import Boolean
+from sympy.sets.sets import Set
+
+from grpo_train.verifier_text import MATH_SPAN, as_number, canonical, matching_brace, math_content
+
+MAX_SYMPY_CHARS = 400  # a longer answer is compared as text only
+MAX_DEPTH = 12  # brackets nested deeper than this are not an answer (MATH golds nest at most 3)
+MAX_BRACES = 60
+MAX_EXPONENT = 10**4  # 2^10000 has 3011 digits: still cheap for SymPy
+MAX_GROUP_EXPONENT = 100  # (x + 1)^999 is a 1000-term polynomial to expand
+
+# ----------------------------------------------------------------------------------------------------
+# Cost bound: refuse at once what SymPy could spend seconds or hours on
+
+_UNBOUNDED = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|Gamma)(?![a-zA-Z])|\d{40,}")
+_SMALL_LITERAL = re.compile(r"[-+]?\s*(?:\d{1,3}(?:\.\d+)?|\.\d+|\d{1,3}\s*/\s*\d{1,3}|\\frac\{\d{1,3}\}\{\d{1,3}\})")
+_FACTORIAL_OF_BIG = re.compile(r"[)}\]!]\s*!|\d{4,}\s*!")
+_BINOMIAL = re.compile(r"\\[dt]?binom\b|\\choose\b")
+_SMALL_BINOMIAL = re.compile(r"\\[dt]?binom\s*\{\s*\d{1,4}\s*\}\s*\{\s*\d{1,4}\s*\}")
+
+
+def too_big(latex: str) -> str | None:
+    """Why the answer is too big to hand to SymPy, or None. A final answer is small: it has no sum or
+    integral to evaluate, shallow brackets, and exponents, factorials and binomials of small literals
+    (or of short symbolic expressions). Everything else is compared as text only."""
+    if len(latex) > MAX_SYMPY_CHARS or latex.count("{") > MAX_BRACES:
+        return f"longer than {MAX_SYMPY_CHARS} characters or {MAX_BRACES} groups"
+    if _depth(latex) > MAX_DEPTH:
+        return f"brackets nested deeper than {MAX_DEPTH}"
+    if _UNBOUNDED.search(latex) or _FACTORIAL_OF_BIG.search(latex):
+        return "a sum, product, integral, limit, gamma, huge literal or factorial of a non-literal"
+    if len(_BINOMIAL.findall(latex)) > len(_SMALL_BINOMIAL.findall(latex)):
+        return "a binomial of anything but small literals"
+    stacked, plain = 1, 1  # powers of bracketed groups multiply: ((9^9)^9)^9 is 9^729
+    for base, exponent in _exponents(latex):
+        size = abs(exact_value(exponent) or 1)
+        if not _small(exponent) or (base in ")}]" and size > MAX_GROUP_EXPONENT):
+            return f"the exponent {exponent[:40]!r} is not small"
+        stacked, plain = (stacked * size, plain) if base in ")}]" else (stacked, max(plain, size))
+    if stacked * plain > MAX_EXPONENT:
+        return f"powers of powers reach an exponent above {MAX_EXPONENT}"
+    return None
+
+
+def _depth(latex: str) -> int:
+    depth = deepest = 0
+    for ch in latex:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
+def _exponents(latex: str) -> list[tuple[str, str]]:
+    """(the character before it, the text) of every exponent: `^{...}` (balanced), `^\\cmd` or `^x`."""
+    found = []
+    for match in re.finditer(r"\^\s*", latex):
+        pos, base = match.end(), latex[: match.start()].rstrip()[-1:]
+        if latex.startswith("{", pos):
+            close = matching_brace(latex, pos, MAX_SYMPY_CHARS)
+            found.append((base, latex[pos + 1 : close] if close is not None else latex[pos:]))
+        elif command := re.match(r"\\[a-zA-Z]+|.", latex[pos:]):
+            found.append((base, command.group()))
+    return found
+
+
+def _small(exponent: str) -> bool:
+    """A small exponent: no factorial, power or binomial in it, and its integers multiply to at most
+    10^4 (a bound on its size without evaluating it: "999 \\cdot 999 \\cdot 999" is not small)."""
+    if _SMALL_LITERAL.fullmatch(exponent.strip()):
+        return True
+    if re.search(r"[!^]|\\[dt]?binom|\\choose", exponent):
+        return False
+    return math.prod(int(n) for n in re.findall(r"\d{1,6}", exponent) if n.lstrip("0")) <= MAX_EXPONENT
+
+
+# ----------------------------------------------------------------------------------------------------
+# Operations left undone, read from the text where the parser evaluates them itself
+
+_LITERAL_FRACTION = re.compile(r"\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\d.])(\d+)\s*/\s*(\d+)(?![\d.])")
+
+
+def evaluated_by_parser(latex: str) -> set[str]:
+    """Operations the LaTeX parser carries out while parsing, so the tree cannot show them: a binomial
+    of literals, and a fraction of literals that is not in lowest terms (6/8, 10/2)."""
+    found = set()
+    if _SMALL_BINOMIAL.search(latex) or re.search(r"\d\s*\\choose\s*\d", latex):
+        found.add("binomial")
+    for match in _LITERAL_FRACTION.finditer(latex):
+        num, den = (int(g) for g in (match.groups()[:2] if match.group(1) else match.groups()[2:]))
+        if den == 1 or (den and math.gcd(num, den) > 1):
+            found.add("fraction")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------------
+# Operations left undone, read from the unevaluated tree
+
+_CONTAINERS = (Relational, Boolean, Set, Tuple, MatrixBase, UnevaluatedExpr)
+
+
+def pending_operations(expr: Basic) -> set[str]:
+    """The kinds of operation the expression still carries out ("sum", "product", "fraction", "power",
+    "radical" or a function's name), visiting every node once."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, Basic) or node.is_Atom:
+            continue
+        stack.extend(node.args)
+        if not isinstance(node, _CONTAINERS) and (kind := _pending(node)) is not None:
+            found.add(kind)
+    return found
+
+
+def _pending(node: Basic) -> str | None:
+    if isinstance(node, Add):
+        return _pending_sum(node)
+    if isinstance(node, Mul):
+        return _pending_product(node)
+    if isinstance(node, Pow):
+        return _pending_power(node)
+    if isinstance(node, Function) and not node.doit().has(node.func):
+        return type(node).__name__  # log_2 64 is 6, \sin(\pi/6) is 1/2, 5! is 120, |-3| is 3
+    return None
+
+
+def _written_terms(node: Basic) -> int:
+    """How many terms a sum shows, a number times a sum counting as that sum's terms: 2x+3-(x-1) has 4."""
+    if isinstance(node, Add):
+        return sum(_written_terms(term) for term in node.args)
+    if isinstance(node, Mul):
+        sums = [f for f in node.args if isinstance(f, Add)]
+        if len(sums) == 1 and all(f.is_Number for f in node.args if f is not sums[0]):
+            return _written_terms(sums[0])
+    return 1
+
+
+def _pending_sum(node: Add) -> str | None:
+    """A sum is done when no term is zero and no two terms are alike (the evaluated sum has as many)."""
+    if any(term.is_zero and term.is_Number for term in node.args):
+        return "sum"
+    return "sum" if len(Add.make_args(node.doit())) < _written_terms(node) else None
+
+
+def _flat_factors(node: Basic) -> list[Basic]:
+    if isinstance(node, Mul):
+        return [f for arg in node.args for f in _flat_factors(arg)]
+    return [node]
+
+
+def _pending_product(node: Mul) -> str | None:
+    """A product is done when it shows at most one number over at most one number, in lowest terms
+    (2/3 pi; a sign aside), no explicit factor 1 except as the 1 of 1/x, and no two factors that
+    combine (x*x, sqrt2*sqrt3)."""
+    if Integer(1) in node.args and not (len(node.args) == 2 and _is_reciprocal(node.args[1 - node.args.index(1)])):
+        return "product"  # 1*(X)
+    numerators, denominators, others = [], [], []
+    for factor in _flat_factors(node):
+        if factor.is_Rational:
+            numerators.append(abs(factor.p))
+            if factor.q != 1:
+                denominators.append(factor.q)
+        elif isinstance(factor, Pow) and factor.base.is_Integer and factor.exp == -1:
+            denominators.append(abs(int(factor.base)))
+        else:
+            others.append(factor)
+    if numerators.count(1) and len(numerators) > 1:
+        numerators.remove(1)  # the sign of -x, the 1 of 1/x
+    if len(numerators) > 1 or len(denominators) > 1:
+        return "product"
+    if denominators and (denominators[0] == 1 or (numerators and math.gcd(numerators[0], denominators[0]) > 1)):
+        return "fraction"
+    combines = len(others) > 1 and not any(isinstance(f, MatrixBase) for f in others)
+    return "product" if combines and len(Mul.make_args(Mul(*others))) < len(others) else None
+
+
+def _is_reciprocal(factor: Basic) -> bool:
+    return isinstance(factor, Pow) and factor.exp.is_negative
+
+
+def _pending_power(node: Pow) -> str | None:
+    base, exp = node.args
+    if base.is_Integer and exp == -1:
+        return None  # a denominator
+    if node.free_symbols:
+        if exp in (0, 1) or (isinstance(base, Pow) and exp.is_Number and base.exp.is_Number):
+            return "power"  # x^1, x^0, (x^2)^3
+        return None
+    if node.doit().is_Rational or (exp.is_Integer and exp != -1 and not base.is_Atom):
+        return "power"  # 99^2, 8^(1/3), (sqrt 2)^2, (1 + sqrt 2)^2
+    if base.is_Rational and exp.is_Rational:  # a root of a number
+        if not base.is_Integer or base < 0 or exp < 0 or abs(exp.p) >= exp.q:
+            return "radical"  # sqrt(3/8), sqrt(-4), 2^(-1/2), 2^(3/2)
+        if any(power >= exp.q for power in factorint(int(base), limit=10**4).values()):
+            return "radical"  # sqrt(242) = 11 sqrt 2
+    if isinstance(base, Pow) or (exp.is_negative and base.has(Pow)):
+        return "radical" if node.doit() != node else None  # 1/sqrt(2), 2/(1 + sqrt 2)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------
+# What the problem asks for
+
+_ASKS = {
+    "decimal": re.compile(r"\bdecimals?\b", re.IGNORECASE),
+    "fraction": re.compile(r"\bfraction\b", re.IGNORECASE),
+    "factor": re.compile(r"\bfactor(?:i[sz]e[ds]?|i[sz]ation|ed|ing)?\b(?!\s+of\b)", re.IGNORECASE),
+    "expand": re.compile(r"\bexpand(?:ed|ing)?\b|\bmultiply\s+out\b", re.IGNORECASE),
+}
+
+
+def asks_for(problem: str | None) -> set[str]:
+    """What form the problem asks the answer in: "decimal", "fraction", "factor" or "expand"."""
+    if not problem:
+        return set()
+    prose = MATH_SPAN.sub(" ", problem)  # "$x^2$ is a factor of" is not an instruction
+    return {form for form, pattern in _ASKS.items() if pattern.search(prose)}
+
+
+def symbolic_factors(expr: Basic) -> int:
+    """How many factors with a variable a product shows, (x+1)^2 counting twice; 0 for a sum."""
+    if isinstance(expr, Add):
+        return 0
+    count = 0
+    for factor in _flat_factors(expr):
+        if not factor.free_symbols:
+            continue
+        power = factor.exp if isinstance(factor, Pow) and factor.exp.is_Integer and factor.exp > 0 else 1
+        count += int(power) if isinstance(factor, Pow) and isinstance(factor.base, Add) else 1
+    return count
+
+
+def unexpanded(expr: Basic) -> bool:
+    """Whether a product or power of a sum with a variable is left in the expression."""
+    for node in [expr, *expr.atoms(Mul, Pow)]:
+        parts = node.args if isinstance(node, Mul) else node.args[:1] if isinstance(node, Pow) else ()
+        power_of_sum = not isinstance(node, Pow) or (node.exp.is_Integer and node.exp > 1)
+        if power_of_sum and node.free_symbols and any(isinstance(p, Add) and p.free_symbols for p in parts):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------------------------
+# Echoes of the question
+
+
+def echoes_question(answer: str, gold: str, response: str, problem: str | None) -> bool:
+    """A value-equal answer written as the question writes it ("write 57/160 as a decimal" -> 57/160):
+    one of the problem's math spans (or, without the problem, the start of the response's chain
+    "57/160 = ... = 57/160"), when the gold is not written there too."""
+    key = canonical(answer)
+    if len(key) < 2:
+        return False
+    if problem is not None:
+        spans = {canonical(math_content(m)) for m in MATH_SPAN.finditer(problem)}
+        parts = {canonical(p) for span in spans for p in re.split(r"=|,|\\quad", span)}
+        return key in spans | parts and canonical(gold) not in spans | parts
+    return len(key) > 3 and re.search(re.escape(key) + r"=(?!=)", re.sub(r"\s+", "", response)) is not None
+
+
+# ----------------------------------------------------------------------------------------------------
+# Exact arithmetic on plain numbers (the sides of "3 + 5 = 8"), without SymPy and without eval
+
+_ARITH_TOKEN = re.compile(r"\s*(\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}|\\times|\\cdot|\\div|[-+*/×÷()])")
+
+
+def exact_value(latex: str) -> Fraction | None:
+    """The exact value of a short sum, difference, product or quotient of plain numbers, else None."""
+    if len(latex) > 200:
+        return None
+    tokens, pos, text = [], 0, latex.replace(",", "").strip()
+    while pos < len(text):
+        match = _ARITH_TOKEN.match(text, pos)
+        if match is None:
+            return None
+        tokens.append(match.group(1))
+        pos = match.end()
+    try:
+        value, rest = _expression(tokens, 0)
+    except (ZeroDivisionError, IndexError, ValueError):
+        return None
+    return value if rest == len(tokens) else None
+
+
+def _expression(tokens: list[str], pos: int) -> tuple[Fraction, int]:
+    value, pos = _term(tokens, pos)
+    while pos < len(tokens) and tokens[pos] in "+-":
+        right, after = _term(tokens, pos + 1)
+        value, pos = (value + right if tokens[pos] == "+" else value - right), after
+    return value, pos
+
+
+def _term(tokens: list[str], pos: int) -> tuple[Fraction, int]:
+    value, pos = _factor(tokens, pos)
+    while pos < len(tokens) and tokens[pos] in ("*", "/", "×", "÷", "\\times", "\\cdot", "\\div"):
+        right, after = _factor(tokens, pos + 1)
+        value, pos = (value / right if tokens[pos] in ("/", "÷", "\\div") else value * right), after
+    return value, pos
+
+
+def _factor(tokens: list[str], pos: int) -> tuple[Fraction, int]:
+    token = tokens[pos]
+    if token == "-":
+        value, pos = _factor(tokens, pos + 1)
+        return -value, pos
+    if token == "(":
+        value, pos = _expression(tokens, pos + 1)
+        if tokens[pos] != ")":
+            raise ValueError("unbalanced")
+        return value, pos + 1
+    number = as_number(token)
+    if number is None:
+        raise ValueError(token)
+    return number.value, pos + 1

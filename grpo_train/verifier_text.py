@@ -1,0 +1,296 @@
+"""The verifier's text layer: what is printed, normalised spellings and plain numbers, without SymPy.
+
+Everything here is regex or a linear scan over the text (safe on a 1 MB response); the rules that use it
+are stated in `grpo_train/verifier.py`. The normalising functions are memoised for the duration of one
+item (`forget` is called before each): an answer is normalised several times on its way through the
+comparison, but nothing is carried over from one response to the next.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+MAX_BOX_CHARS = 4000  # a "boxed answer" longer than this is not an answer
+
+# A math span: display ($$, \[) may span lines, inline ($, \() may not.
+MATH_SPAN = re.compile(
+    r"\$\$(.+?)(?<!\\)\$\$|\\\[(.+?)\\\]|(?<![\\$])\$([^$\n]+?)(?<!\\)\$|\\\(([^\n]+?)\\\)", re.DOTALL
+)
+_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+
+
+def forget() -> None:
+    """Empties the per-item memo of the normalising functions below."""
+    for function in (strip_wrappers, clean, canonical, as_number, gsm8k_number):
+        function.cache_clear()
+
+
+def math_content(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None)
+
+
+def matching_brace(text: str, open_pos: int, limit: int = MAX_BOX_CHARS) -> int | None:
+    """Index of the `}` closing the `{` at open_pos, or None when it is not closed within `limit` chars."""
+    depth = 0
+    for match in _BRACE_TOKEN.finditer(text, open_pos, open_pos + limit):
+        depth += {"{": 1, "}": -1}.get(match.group(), 0)
+        if depth == 0:
+            return match.start()
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------
+# What is printed
+
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+# \phantom{X} prints nothing where X would be; so does anything coloured white (however the colour is
+# spelled) or transparent.
+_WHITE = (
+    r"\\(?:text)?color\s*(?:\{\s*(?:white|transparent|(?:\\?\#)?f{3}(?:f{3})?)\s*\}"
+    r"|\[\s*rgb\s*\]\s*\{\s*(?:1|255)\s*,\s*(?:1|255)\s*,\s*(?:1|255)\s*\}"
+    r"|\[\s*html\s*\]\s*\{\s*f{6}\s*\}|\[\s*gray\s*\]\s*\{\s*1\s*\})"
+)
+_INVISIBLE = re.compile(rf"(?:\\(?:[hv]?phantom|mathphantom)|{_WHITE})\s*(?=\{{)", re.IGNORECASE)
+_WHITE_SWITCH = re.compile(_WHITE, re.IGNORECASE)
+# Colour is decoration: "\color{red}{7}" and "{\color{red} 7}" print 7.
+_COLOUR = re.compile(r"\\(?:color|textcolor)\s*(?:\[[^\]]{0,10}\]\s*)?\{[^{}]{0,40}\}")
+
+
+def visible(text: str) -> str:
+    """The text as printed: zero-width characters, \\phantom{..} and white content dropped, colours
+    removed around what they colour. Linear: each invisible group is skipped once."""
+    text = text.translate(_ZERO_WIDTH)
+    if "\\" not in text or not re.search(r"\\(?:[hv]?phantom|mathphantom|color|textcolor)", text):
+        return text
+    parts, pos = [], 0
+    for match in _INVISIBLE.finditer(text):
+        if match.start() < pos:
+            continue  # inside a group already dropped
+        close = matching_brace(text, match.end(), len(text))
+        parts.append(text[pos : match.start()])
+        pos = len(text) if close is None else close + 1
+    text = "".join(parts) + text[pos:]
+    kept, pos = [], 0
+    for white in _WHITE_SWITCH.finditer(text):
+        if white.start() >= pos:
+            kept.append(text[pos : white.start()])
+            pos = _group_end(text, white.end())
+    return _COLOUR.sub("", "".join(kept) + text[pos:])
+
+
+def _group_end(text: str, pos: int) -> int:
+    """Where the group around `pos` closes: "{\\color{white} 5} 7" drops " 5" (a colour switch lasts to the
+    end of its group); the end of the text outside any group."""
+    depth = 0
+    for match in _BRACE_TOKEN.finditer(text, pos):
+        depth += {"{": 1, "}": -1}.get(match.group(), 0)
+        if depth < 0:
+            return match.start()
+    return len(text)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Normalised spellings
+
+_MATH_DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\[|\\\()\s*(.*?)\s*(?:\$\$|\$|\\\]|\\\))\s*$", re.DOTALL)
+_GROUPED_COMMA = re.compile(r",\s*\\!\s*|\s*\{\s*,\s*\}\s*")  # 10,\!080 and 14{,}916 (not "32, 349")
+_THIN_SPACE = re.compile(r"(?<!\\)\\[,;:!](?![a-zA-Z])")
+_SPACING = re.compile(
+    r"(?<!\\)\\(?:left|right|displaystyle|textstyle|q?quad|(?:big|Big)g?[lr]?|tiny|scriptsize|footnotesize|small"
+    r"|normalsize|large|Large|LARGE|huge|Huge|bf|it|rm|sf)(?![a-zA-Z])|(?<!\\)\\ "
+)
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree")
+_CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro\b|\\pounds\b")
+TEXT_WRAP = re.compile(
+    r"\\(?:text|textbf|textit|textnormal|textrm|textsf|texttt|mathrm|mathit|mathsf|mbox|mathbf|boldsymbol|bm"
+    r"|underline|operatorname)\s*\{([^{}]*)\}"
+)
+# A trailing unit: \text{...}, a word of 3+ letters (not a command), or a short unit that is not
+# a lone variable ("2x" keeps its x).
+_UNIT = r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm)\s*\{[^{}]*\}"
+_UNIT += r"|(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}(?:\s+[a-zA-Z]+)*|cm|mm|km|kg|mg|ft|hr|lbs?|oz|yd|mi|m(?=\^))"
+_TRAILING_UNIT = re.compile(rf"^(.*?\S)\s*({_UNIT})(?:\^\{{?[23]\}}?)?$")
+_NOT_A_UNIT = re.compile(
+    r"\d|\b(?:or|and|not|but|than|plus|minus|nor|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
+    re.IGNORECASE,
+)
+_SECOND_VALUE = re.compile(r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
+MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b", re.IGNORECASE)
+ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
+EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
+_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+
+
+@functools.lru_cache(maxsize=256)
+def strip_wrappers(latex: str) -> str:
+    """Removes math delimiters, spacing commands, currency, degrees, trailing punctuation and
+    parentheses around the whole answer ("((5))" is 5)."""
+    s = latex.strip()
+    while (m := _MATH_DELIMS.match(s)) and m.group(1) != s:
+        s = m.group(1)
+    s = re.sub(r"\\[dtc]frac", r"\\frac", s).replace("∈", "\\in ").replace("\\dbinom", "\\binom")
+    s = re.sub(r"\\q?quad(?=[a-zA-Z])", " ", s)  # "\quadx_2": a missing space, not a command
+    s = _SPACING.sub(" ", _THIN_SPACE.sub("", _GROUPED_COMMA.sub(",", s)))
+    s = _DEGREES.sub("", s).replace("²", "^2").replace("³", "^3").replace("\u2212", "-")
+    s = re.sub(r"(\d)\s+(?=i\b)", r"\1", s)  # "9 i" is 9i (Math-Verify reads a spaced i as another symbol)
+    s = _CURRENCY.sub("", s.replace("\\%", "%")).strip()
+    if s.endswith((".", ",")) and not s.endswith(("..", "\\dots.", "\\ldots.")):
+        s = s[:-1]  # sentence punctuation written inside the math: "$42.$"
+    return _strip_outer_brackets(s.strip())
+
+
+def _strip_outer_brackets(s: str) -> str:
+    """"((5))" -> "5" and "{7}" -> "7", but "(1, 2)" and "(1)(2)" keep theirs. One pass: the
+    position of each bracket's partner, then peel the layers that wrap everything."""
+    if not s or s[0] not in "({":
+        return s
+    partner, stack = {}, []
+    for i, ch in enumerate(s):
+        if ch in "({":
+            stack.append(i)
+        elif ch in ")}" and stack:
+            partner[stack.pop()] = i
+    has_list_mark = "," in s or ";" in s
+    i, j = 0, len(s) - 1
+    while i < j and s[i] in "({" and partner.get(i) == j and not (s[i] == "(" and has_list_mark):
+        i, j = i + 1, j - 1
+        while i <= j and s[i].isspace():
+            i += 1
+        while j >= i and s[j].isspace():
+            j -= 1
+    return s[i : j + 1]
+
+
+@functools.lru_cache(maxsize=256)
+def clean(latex: str, keep_assignment: bool = False) -> str:
+    """Normalised answer: wrappers, a trailing unit and (unless kept) a leading "x =" removed."""
+    s = strip_wrappers(latex)
+    if not keep_assignment:
+        s = ASSIGNMENT.sub("", s, count=1)
+    unit = _TRAILING_UNIT.match(s)
+    # "5 \text{ (or 7)}" and "5 or six" end on a second value, not a unit.
+    if unit and not is_text_only(s) and not MULTIPLIER.search(s) and not _NOT_A_UNIT.search(unit.group(2)):
+        s = unit.group(1).strip()
+    return s
+
+
+def is_text_only(s: str) -> bool:
+    return TEXT_WRAP.sub("", s).strip() == "" or re.fullmatch(r"[A-Za-z ]+", s) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def canonical(latex: str) -> str:
+    """A spelling-insensitive key: no spaces, `\\text{}` unwrapped, `_{8}` -> `_8`, `\\sqrt3` -> `\\sqrt{3}`,
+    `\\frac34` -> `\\frac{3}{4}`, choice letters and words case-folded."""
+    s = TEXT_WRAP.sub(r"\1", strip_wrappers(latex))
+    s = re.sub(r"_\{(\w+)\}", r"_\1", s)
+    s = re.sub(r"\\sqrt\s*(\w)", r"\\sqrt{\1}", s)
+    s = re.sub(r"\\frac\s*(\w)", r"\\frac{\1}", s)
+    s = re.sub(r"\\frac(\{[^{}]*\})\s*(\w)", r"\\frac\1{\2}", s)
+    s = re.sub(r"\s+", "", s)
+    if choice := _CHOICE.match(s):
+        return choice.group(1).upper()
+    return s.lower() if re.fullmatch(r"[A-Za-z.,;:'()-]+", s) else s
+
+
+# ----------------------------------------------------------------------------------------------------
+# Plain numbers
+
+_NUMBER = re.compile(r"^[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d{0,2}(?: \d{3})+|\d+|(?=\.\d))(?:\.\d+)?$")
+_REPEATING = re.compile(r"^(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{?(\d+)\}?$")  # 0.1\overline{6}
+_FRACTION = re.compile(
+    r"^([-+]?)\\frac\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))$"
+)
+_SLASH_FRACTION = re.compile(r"^([-+]?)(\d+)\s*/\s*(\d+)$")
+_MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
+_PERCENT = re.compile(r"\s*(?:%|\bpercent(?:age)?|\bpct)$")
+_DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
+_ANY_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+NUMBER_TOKEN = re.compile(
+    r"(?<![\w.^_])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*(?:\\?%|percent\b))?(?![\w^])"
+)
+# A bound, an approximation or an exclusion around a number is not the number: "more than 5",
+# "about 5", "5 or more", "any number except 5".
+QUALIFIER = re.compile(
+    r"\b(?:(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:least|most)|about"
+    r"|around|approx(?:imately)?|roughly|nearly|almost|circa|close\s+to|up\s+to|over|under|above|below|beyond"
+    r"|exceeding|upwards\s+of|except(?:\s+for)?|excluding|besides|not|any|some|between|within|maybe|perhaps"
+    r"|possibly|probably|likely|estimated|anything\s+but)\b[\s$:]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
+    r"|(?<=[\d}$])\s*(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts)"
+    r"|at\s+(?:the\s+)?(?:least|most)|approximately|roughly|give\s+or\s+take|plus\s+or\s+minus|-?ish)\b",
+    re.IGNORECASE,
+)
+NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n't\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PlainNumber:
+    value: Fraction  # exact: "0.375" -> 3/8; a percent sign is dropped (28 answers a 28% gold)
+    form: str  # "integer", "decimal", "repeating" or "fraction"
+    reduced: bool = True  # a fraction in lowest terms with a denominator above 1 ("6/8" and "4/1" are not)
+
+
+@functools.lru_cache(maxsize=256)
+def as_number(latex: str) -> PlainNumber | None:
+    """A plain number or simple fraction ("1,000.5", ".5", "\\frac{3}{4}", "3/4", "2\\frac{1}{2}", "28%",
+    "0.\\overline{3}")."""
+    s = TEXT_WRAP.sub(r"\1", latex).strip()
+    s = _PERCENT.sub("", s).strip().replace("\u2212", "-")
+    if s.startswith("(") and s.endswith(")") and "," not in s:
+        s = s[1:-1].strip()  # "( \frac{1}{3} )"
+    if _NUMBER.match(s):
+        form = "decimal" if "." in s else "integer"
+        return PlainNumber(Fraction(s.replace(",", "").replace(" ", "")), form)
+    if m := _REPEATING.match(s):  # 0.1\overline{6} = (16 - 1) / 90
+        sign, whole, lead, period = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
+        repeat = Fraction(int(lead + period) - int(lead or "0"), 10 ** len(lead) * (10 ** len(period) - 1))
+        value = int(whole) + repeat
+        return PlainNumber(-value if sign else value, "repeating")
+    if m := _MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
+        sign, num, den = m.group(1), int(m.group(3)), int(m.group(4))
+        return _fraction(sign, int(m.group(2)) * den + num, den, den > num)
+    if m := _FRACTION.match(s):
+        signs = (m.group(1) == "-") + (m.group(2) == "-") + (m.group(5) == "-")
+        return _fraction("-" if signs % 2 else "", int(m.group(3) or m.group(4)), int(m.group(6) or m.group(7)))
+    if m := _SLASH_FRACTION.match(s):
+        return _fraction(m.group(1), int(m.group(2)), int(m.group(3)))
+    return None
+
+
+def _fraction(sign: str, num: int, den: int, proper: bool = True) -> PlainNumber | None:
+    if den == 0:
+        return None
+    value = Fraction(num, den)
+    reduced = proper and den > 1 and value.denominator == den
+    return PlainNumber(-value if sign == "-" else value, "fraction", reduced)
+
+
+def prose_number(answer: str) -> PlainNumber | None:
+    """The one number of an answer written as a sentence ("Jane started 3 hours ago"), else None."""
+    if re.search(r"&|\\\\", answer):
+        return None  # a matrix or an aligned block is not a sentence
+    words = re.findall(r"(?<![\\\w{])[A-Za-z]{3,}\b", MATH_SPAN.sub(" ", answer))
+    if len(words) < 2 or NEGATION.search(answer):
+        return None  # not prose ("2x + 3", "\sqrt{2} cm"), or a denial: "it is not 3"
+    numbers = {n.strip() for n in NUMBER_TOKEN.findall(answer)}
+    return as_number(numbers.pop()) if len(numbers) == 1 else None
+
+
+def decimal_comma(latex: str) -> PlainNumber | None:
+    """1000,99 read as 1000.99 (only against a decimal on the other side: "1,5" may be a list)."""
+    return as_number(latex.replace(",", ".")) if _DECIMAL_COMMA.match(latex) else None
+
+
+@functools.lru_cache(maxsize=256)
+def gsm8k_number(answer: str) -> PlainNumber | None:
+    """GSM8K answers are numbers: the one number of "18 eggs"."""
+    s = TEXT_WRAP.sub(r" \1 ", strip_wrappers(answer))
+    if number := as_number(clean(s)):
+        return number
+    values = {as_number(n.rstrip(",")) for n in _ANY_NUMBER.findall(s)} - {None}
+    if len(values) != 1 or _SECOND_VALUE.search(_ANY_NUMBER.sub(" ", s)):
+        return None  # two numbers, or one and an alternative ("5 or six")
+    return values.pop()

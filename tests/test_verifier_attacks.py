@@ -1,0 +1,197 @@
+"""The verifier against a reward-hacking policy: the adversarial suite (tests/verifier_attacks.py), one test
+per category, and a generated test that re-spells every math span of every MATH-500 problem.
+
+In-process (no pool); the timing of the cost inputs is measured by `make bench-verifier`, not here.
+"""
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from sympy import Basic
+from sympy import latex as sympy_latex
+from verifier_attacks import CASES
+
+from grpo_train.verifier import judge, judge_with_timeout
+from grpo_train.verifier_compare import parse_latex
+from grpo_train.verifier_form import too_big
+from grpo_train.verifier_text import MATH_SPAN, as_number, canonical, clean, matching_brace, math_content
+
+MATH500 = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500_test.jsonl"
+CATEGORIES = sorted({case.category for case in CASES})
+
+
+@pytest.mark.parametrize("category", CATEGORIES)
+def test_adversarial_suite_category(category):
+    cases = [case for case in CASES if case.category == category]
+    verdicts = [judge_with_timeout(c.response, c.gold, c.dataset, c.problem) for c in cases]
+    pairs = zip(cases, verdicts, strict=True)
+    wrong = [(c.why, c.response[-60:], v.answer) for c, v in pairs if v.correct != c.expected]
+    assert not wrong, wrong
+    assert all(v.status != "timeout" for v in verdicts)
+
+
+def test_bad_golds_are_errors_that_name_the_gold():
+    for case in (c for c in CASES if c.category == "bad_gold"):
+        verdict = judge(case.response, case.gold, case.dataset, case.problem)
+        assert verdict.status == "error" and not verdict.correct, case.why
+        assert case.gold.strip() == "" or repr(case.gold) in verdict.error, verdict.error
+    # The same golds written properly score.
+    assert judge("$\\boxed{2}$", "\\boxed{2}", "math").correct
+    assert judge("$\\boxed{2}$", "$2$", "math").correct
+    assert judge("The answer is $\\boxed{\\text{None}}$.", "\\text{(None of these)}", "math").status == "ok"
+
+
+def test_cost_inputs_are_refused_before_any_parse():
+    refused = [c for c in CASES if c.category == "cost" and not c.expected]
+    reasons = {c.why: too_big(clean(re.search(r"\\boxed\{(.*)\}\$", c.response, re.S).group(1))) for c in refused}
+    # Everything SymPy could spend seconds on is refused by the text bound; the rest is cheap or not a number.
+    cheap = {"190 nested parentheses", "190 nested parentheses around a sum", "many nested sums",
+             "a trig function of a huge number", "a floor of a huge number", "a 5000-digit literal",
+             "a 3011-digit power (cheap enough to compare)"}  # fmt: skip
+    assert [why for why, reason in reasons.items() if reason is None and why not in cheap] == []
+    assert too_big("(99!)!") and too_big("9^{99!}") and too_big("10^{999 \\cdot 999 \\cdot 999}")
+    assert too_big("\\binom{10^{99}}{10^{98}}") and too_big("(x+1)^{999}") and too_big("(" * 13 + "1" + ")" * 13)
+    assert too_big("(((((9^9)^9)^9)^9)^9)^9") and not too_big("(2^{10})^{10}") and not too_big("(x+1)^2(x-1)^3")
+    assert not too_big("2^{10}") and not too_big("e^{-\\frac{1}{2}}") and not too_big("10^{\\frac{-5+\\sqrt{13}}{6}}")
+
+
+def test_hedge_and_invisible_rules_stay_linear_on_a_megabyte():
+    """Each input is 1 MB built to make the new regexes backtrack; a hang guard, not a speed target."""
+    n = 1_000_000
+    inputs = [
+        ("\\boxed{5} or" + " " * n, True),
+        ("\\boxed{5} or" + ", :" * (n // 3), True),
+        ("\\phantom{" * (n // 9) + "\\boxed{5}", False),  # the phantom never closes: nothing after it prints
+        ("\\color{white}" * (n // 13) + "\\boxed{5}", False),
+        ("\\boxed{4}" + " Wait, if" * (n // 9) + "\\boxed{5}", False),
+        ("\\boxed{4}" + ". " * (n // 2) + "\\boxed{5}", False),
+        ("Final Answer: 5" + " or maybe" * (n // 9), True),  # no second value is offered
+        ("\\boxed{" * (n // 7) + "5" + "}" * (n // 7), False),
+    ]
+    for response, expected in inputs:
+        started = time.perf_counter()
+        assert judge(response, "5", "math", "How many?").correct is expected
+        assert time.perf_counter() - started < 5.0
+
+
+# ----------------------------------------------------------------------------------------------------
+# Generated: the question's own expressions, re-spelled, for every MATH-500 problem
+
+
+def _replace_command(latex: str, command: str, build) -> str:
+    """Rewrites every `\\command{A}` (`\\frac{A}{B}`, with \\dfrac and \\tfrac) as build(A[, B]), inner ones too."""
+    pattern = re.compile(r"\\[dt]?frac\s*(?=\{)" if command == "frac" else r"\\sqrt\s*(?=\{)")
+    arity = 2 if command == "frac" else 1
+    out, pos = [], 0
+    while (match := pattern.search(latex, pos)) is not None:
+        args, cursor = [], match.end()
+        while len(args) < arity and latex.startswith("{", cursor):
+            close = matching_brace(latex, cursor, len(latex))
+            if close is None:
+                break
+            args.append(_replace_command(latex[cursor + 1 : close], command, build))
+            cursor = close + 1
+        if len(args) < arity:
+            out.append(latex[pos : match.end()])
+            pos = match.end()
+            continue
+        out += [latex[pos : match.start()], build(*args)]
+        pos = cursor
+    return "".join(out) + latex[pos:]
+
+
+def _commuted(latex: str) -> str | None:
+    """The top-level terms of a sum in reverse order, or None when the span is not a sum."""
+    if re.search(r"[=<>,]|\\[lg]eq?\b|\\in\b", latex):
+        return None
+    terms, depth, start = [], 0, 0  # (sign, term)
+    for i, ch in enumerate(latex):
+        depth += {"(": 1, "{": 1, "[": 1, ")": -1, "}": -1, "]": -1}.get(ch, 0)
+        after_operator = latex[:i].rstrip().endswith(("^", "_", "{", "(", "\\cdot", "\\times"))
+        if ch in "+-" and depth == 0 and not after_operator:
+            if latex[start:i].strip():
+                terms.append(latex[start:i].strip())
+            start = i
+    terms.append(latex[start:].strip())
+    signed = [(t[0], t[1:].strip()) if t[0] in "+-" else ("+", t) for t in terms if t.strip("+- ")]
+    if len(signed) < 2:
+        return None
+    text = " ".join(f"{sign} {term}" for sign, term in reversed(signed))
+    return text.removeprefix("+ ").replace("- ", "-", 1) if text.startswith("- ") else text.removeprefix("+ ")
+
+
+def respellings(span: str) -> dict[str, str]:
+    """The re-spellings a policy would try: (X)+0, 1*(X), commuted terms, / for \\frac, ^{1/2} for \\sqrt."""
+    out = {"plus zero": f"({span})+0", "times one": f"1\\cdot({span})"}
+    if (commuted := _commuted(span)) is not None:
+        out["commuted"] = commuted
+    if "frac" in span:
+        out["slash"] = _replace_command(span, "frac", lambda a, b: f"({a})/({b})")
+    if "\\sqrt{" in span:
+        out["half power"] = _replace_command(span, "sqrt", lambda a: f"({a})^{{1/2}}")
+    return out
+
+
+def _is_final_answer(span: str, gold: str) -> bool:
+    if canonical(span) == canonical(gold):
+        return True
+    numbers = as_number(clean(span)), as_number(clean(gold))
+    return None not in numbers and numbers[0].value == numbers[1].value
+
+
+def test_respellings_of_the_question_are_not_answers():
+    """Every math span X of every MATH-500 problem, re-spelled, scores 0 with the problem passed (as in
+    training). (X)+0 and 1*(X) add an operation, so they score 0 even when X is the answer; the other
+    re-spellings are only spelling, so they are skipped when X is itself the final answer."""
+    if not MATH500.exists():
+        pytest.skip("../shared/data is not next to the repo")
+    rows = [json.loads(line) for line in MATH500.read_text().splitlines() if line.strip()]
+    tried, credited = 0, []
+    for row in rows:
+        for span in sorted({math_content(m).strip() for m in MATH_SPAN.finditer(row["problem"])} - {""}):
+            final = _is_final_answer(span, row["answer"])
+            for kind, respelled in respellings(span).items():
+                if final and kind not in ("plus zero", "times one"):
+                    continue
+                tried += 1
+                verdict = judge_with_timeout(f"So the answer is $\\boxed{{{respelled}}}$.", row["answer"], "math",
+                                             row["problem"])  # fmt: skip
+                if verdict.correct:
+                    credited.append((row["unique_id"], kind, respelled, row["answer"]))
+    assert len(rows) == 500 and tried > 2500
+    assert credited == []
+
+
+def test_respelling_helpers():
+    assert respellings("\\sqrt{242}")["half power"] == "(242)^{1/2}"
+    assert respellings("\\dfrac{3}{20}")["slash"] == "(3)/(20)"
+    assert respellings("\\frac{\\frac{1}{2}}{3}")["slash"] == "((1)/(2))/(3)"
+    assert respellings("ab+5b+2a+10")["commuted"] == "10 + 2a + 5b + ab"
+    assert respellings("x^{-2} - 3")["commuted"] == "-3 + x^{-2}"
+    assert respellings("-a + b")["commuted"] == "b - a"
+    assert "commuted" not in respellings("f(x) = x + 1")
+
+
+def test_final_answers_in_other_spellings_still_score():
+    """The other side of the form rule: every MATH-500 reference solution, and every symbolic gold as SymPy
+    prints it (another spelling of a final answer: "9i + 6", "\\left\\{-2, 1 - \\sqrt{5}, 1 + \\sqrt{5}\\right\\}"),
+    scores 1 with the problem passed."""
+    if not MATH500.exists():
+        pytest.skip("../shared/data is not next to the repo")
+    rows = [json.loads(line) for line in MATH500.read_text().splitlines() if line.strip()]
+    missed = [r["unique_id"] for r in rows
+              if not judge_with_timeout(r["solution"], r["answer"], "math", r["problem"]).correct]  # fmt: skip
+    reprinted = 0
+    for row in rows:
+        if as_number(clean(row["answer"])) is not None or not (parsed := parse_latex(clean(row["answer"]))):
+            continue
+        if isinstance(parsed[0], Basic):
+            reprinted += 1
+            answer = f"So the answer is $\\boxed{{{sympy_latex(parsed[0].doit())}}}$."
+            if not judge_with_timeout(answer, row["answer"], "math", row["problem"]).correct:
+                missed.append((row["unique_id"], row["answer"], sympy_latex(parsed[0].doit())))
+    assert reprinted > 80
+    assert missed == []

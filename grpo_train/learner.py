@@ -395,7 +395,8 @@ class Learner:
         return out * batch.completion_mask
 
     def update(self, batch: UpdateBatch) -> dict[str, float]:
-        """mu passes over the batch, each split into `mini_batches` optimizer steps; returns mean statistics."""
+        """mu passes over the batch, each split into `mini_batches` optimizer steps; returns the statistics of
+        all ranks (`global_step_stats`: the same on every rank), averaged over the optimizer steps."""
         a = self.cfg.algorithm
         n = batch.input_ids.shape[0]
         if n % a.mini_batches:

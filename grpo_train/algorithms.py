@@ -1,5 +1,6 @@
-"""GRPO loss math as pure tensor functions: group advantages, KL estimators, the clipped token-level
-surrogate and the loss aggregation with an explicit normaliser.
+"""GRPO loss math as pure tensor functions: group advantages, KL estimators, the policy losses (PPO/GRPO clipped
+surrogate, GSPO, CISPO; chosen in `policy_loss`), the rollout/learner mismatch weights, and the loss aggregation
+with an explicit normaliser. docs/algorithm.md walks through them with their equations.
 
 Nothing here imports vLLM or DeepSpeed; every function takes and returns plain tensors, so each piece is
 unit-tested on CPU (tests/test_algorithms*.py). Shapes: B sequences (completions), T completion tokens,
@@ -14,12 +15,19 @@ Papers:
 - K1/K2/K3 KL estimators: J. Schulman, "Approximating KL Divergence" (2020 blog note).
 - Dual-clip: Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL", eq. 5.
 - Truncated importance sampling for the sampler/learner mismatch: Yao et al. 2025, "Your Efficient RL
-  Framework Secretly Brings You Off-Policy RL Training" (the TIS weight min(pi_learner / pi_sampler, C)).
+  Framework Secretly Brings You Off-Policy RL Training" (the TIS weight min(pi_learner / pi_sampler, C)), and its
+  sequence-level truncated / masked forms (the rollout correction of verl, TRL's vllm_importance_sampling_mode).
+- GSPO: Zheng et al. 2025, "Group Sequence Policy Optimization" (arXiv 2507.18071), eq. 5-7, section 5.1.
+- CISPO: MiniMax 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention"
+  (arXiv 2506.13585), section 3.1, eq. 4-5.
+- KL bias correction (the KL estimate times the importance ratio): DeepSeek-AI 2025, "DeepSeek-V3.2"
+  (arXiv 2512.02556), eq. 7.
 
 Deviations from the GRPO paper, on purpose:
 - The default loss aggregation is `token_mean` (DAPO), not GRPO's per-sequence mean; see `agg_loss`.
 - The default upper clip range can differ from the lower one (clip-higher), and the KL term is the
-  per-token K3 added to the loss (as in GRPO) with its log-ratio clamped to +-LOG_RATIO_CLAMP.
+  per-token K3 added to the loss (as in GRPO) with its log-ratio clamped to +-LOG_RATIO_CLAMP, multiplied by
+  default by the importance ratio (`policy_loss`, kl_ratio_correction), which GRPO's eq. 3 does not do.
 """
 
 import torch
@@ -32,6 +40,8 @@ LOG_RATIO_CLAMP = 20.0
 ADVANTAGE_MODES = ("grpo", "dr_grpo", "rloo", "none")
 KL_KINDS = ("k1", "k2", "k3")
 AGG_MODES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+POLICY_LOSSES = ("ppo", "gspo", "cispo")
+SEQ_CORRECTIONS = ("none", "truncate", "mask")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -192,91 +202,220 @@ def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Clipped token-level surrogate
+# Policy losses: the PPO/GRPO clipped surrogate, GSPO and CISPO, chosen in `policy_loss`
 # ---------------------------------------------------------------------------------------------------
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
-    """Mean of values over the positions where mask is 1. values, mask: [B, T]. Returns a 0-d tensor."""
+    """Mean of values over the positions where mask is 1. values: [B, T] or [B, 1] (one value per sequence,
+    counted once per token of it), mask: [B, T]. Returns a 0-d tensor."""
     valid = mask.to(values.dtype)
     return (values * valid).sum() / valid.sum().clamp(min=1.0)
 
 
-def clipped_surrogate_loss(
+def ppo_surrogate(log_ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float,
+                  dual_clip: float | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """Per-token PPO/GRPO clipped surrogate, negated to be minimised (DeepSeekMath eq. 3):
+
+        r_t = pi_theta(y_t) / pi_old(y_t) = exp(log_ratio_t)
+        pg_t = -min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A)
+
+    log_ratio: [B, T] log pi_theta - log pi_old (carries the gradient); advantages: [B, 1] or [B, T].
+    With dual_clip = c > 1 the loss of a token with A < 0 is also capped at -c A (Ye et al. 2020, eq. 5), so a
+    huge ratio on a bad token cannot blow up the update.
+    Returns (pg [B, T], events): bool [B, T] tensors clip_frac_low (r < 1 - clip_low with A < 0: gradient cut),
+    clip_frac_high (r > 1 + clip_high with A > 0: gradient cut) and dual_clip_frac.
+    """
+    ratio = torch.exp(log_ratio)
+    pg = -torch.minimum(ratio * advantages, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * advantages)
+    ratio = ratio.detach()
+    events = {"clip_frac_low": (ratio < 1.0 - clip_low) & (advantages < 0),
+              "clip_frac_high": (ratio > 1.0 + clip_high) & (advantages > 0)}
+    if dual_clip is not None:
+        if dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+        events["dual_clip_frac"] = (advantages < 0) & (pg.detach() > -dual_clip * advantages)
+        pg = torch.where(advantages < 0, torch.minimum(pg, -dual_clip * advantages), pg)
+    return pg, events
+
+
+def sequence_log_ratio(log_ratio: Tensor, mask: Tensor) -> Tensor:
+    """Mean token log-ratio of each sequence, [B, T] -> [B, 1]: the log of GSPO's s_i, the geometric mean of the
+    token ratios. Padding is left out by selection, not by multiplying with 0, so a NaN there cannot leak in."""
+    valid = mask.bool()
+    total = torch.where(valid, log_ratio, torch.zeros_like(log_ratio)).sum(1, keepdim=True)
+    return total / valid.sum(1, keepdim=True).clamp(min=1)
+
+
+def gspo_surrogate(log_ratio: Tensor, advantages: Tensor, mask: Tensor, clip_low: float,
+                   clip_high: float) -> tuple[Tensor, dict[str, Tensor]]:
+    """GSPO's clipped sequence-level surrogate, negated (Zheng et al. 2025, "Group Sequence Policy Optimization",
+    eq. 5 and 7):
+
+        s_i = (pi_theta(y_i) / pi_old(y_i))^(1 / |y_i|) = exp(mean_t log_ratio_it)
+        pg_i = -min(s_i A_i, clip(s_i, 1 - clip_low, 1 + clip_high) A_i)
+
+    The whole sequence is kept or clipped together, so a few noisy tokens cannot cut or inflate the gradient of
+    the rest. The paper's clip range is far narrower than PPO's (3e-4 / 4e-4, section 5.1) because s_i averages
+    the token log-ratios. Its objective averages pg_i over the G sequences (`seq_mean_token_mean`); with
+    `token_mean` each sequence weighs in proportion to its length, as in TRL's sequence-level ratio.
+    log_ratio: [B, T] (carries the gradient); advantages: [B, 1] (one per sequence); mask: [B, T].
+    Returns (pg [B, T]: pg_i on every token of sequence i, events [B, 1]: clip_frac_low, clip_frac_high, ratio).
+    """
+    if advantages.shape[1] != 1:
+        raise ValueError(f"gspo takes one advantage per sequence, got shape {tuple(advantages.shape)}")
+    ratio = torch.exp(sequence_log_ratio(log_ratio, mask))  # [B, 1]
+    pg = -torch.minimum(ratio * advantages, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * advantages)
+    ratio = ratio.detach()
+    events = {"clip_frac_low": (ratio < 1.0 - clip_low) & (advantages < 0),
+              "clip_frac_high": (ratio > 1.0 + clip_high) & (advantages > 0), "ratio": ratio}
+    return pg.expand_as(log_ratio), events
+
+
+def cispo_surrogate(logp: Tensor, log_ratio: Tensor, advantages: Tensor,
+                    weight_cap: float) -> tuple[Tensor, dict[str, Tensor]]:
+    """CISPO's per-token loss (MiniMax-M1, Chen et al. 2025, eq. 4-5), negated:
+
+        pg_t = -sg(min(r_t, weight_cap)) A log pi_theta(y_t)
+
+    The importance weight is clipped and detached (sg = stop-gradient), and multiplies the log-prob itself, so
+    every token keeps a gradient (PPO's clip zeroes the gradient of clipped tokens, often rare "fork" tokens).
+    No lower bound, as in the paper. At r = 1 (on-policy) the gradient is PPO's. The loss value is
+    -A log pi, not a surrogate of the return: compare it between runs, not with PPO's.
+    logp, log_ratio: [B, T]; advantages: [B, 1] or [B, T].
+    Returns (pg [B, T], events: clip_frac_high, bool [B, T], r_t above the cap, whatever the sign of A).
+    """
+    ratio = torch.exp(log_ratio.detach())
+    weight = ratio.clamp(max=weight_cap)
+    return -weight * advantages * logp, {"clip_frac_high": ratio > weight_cap}
+
+
+def mismatch_weights(old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, tis_cap: float | None = None,
+                     seq_mode: str = "none", seq_low: float = 0.0,
+                     seq_high: float = 3.0) -> tuple[Tensor | None, dict[str, Tensor]]:
+    """Importance weights (no gradient) for the sampler computing other probabilities than the learner
+    (different kernels, precision, batching; Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You
+    Off-Policy RL Training"). The rollout policy is pi_sampler, the loss assumes pi_old; the correction is
+    the ratio pi_old / pi_sampler, per token or per sequence:
+
+    - token level, tis_cap = C:  w_t = min(pi_old(y_t) / pi_sampler(y_t), C)            (truncated IS, TIS)
+    - sequence level, rho_i = prod_t pi_old(y_it) / pi_sampler(y_it) = exp(sum_t (old - sampler)):
+        "truncate": w_i = min(rho_i, seq_high)                                          (sequence TIS)
+        "mask":     w_i = rho_i if seq_low <= rho_i <= seq_high else 0                  (masked IS, MIS: the
+                    sequence is dropped from the policy-gradient term; TRL's "sequence_mask" with cap 3 is
+                    seq_low 0, seq_high 3)
+    rho_i is the exact sequence-level ratio (a product), so it drifts from 1 with length when the sampler is
+    biased: the logged fractions show how many sequences that touches. Its log is clamped to
+    +-LOG_RATIO_CLAMP before exp(). The two levels are exclusive (config validation).
+
+    old_logp, sampler_logp, mask: [B, T]. Returns (w [B, T] or [B, 1], or None when no correction is on;
+    events [B, T] or [B, 1]: logp_gap = |old - sampler| always, and the weight and the fraction capped or masked).
+    """
+    gap = (old_logp - sampler_logp).detach()  # [B, T]
+    events = {"sampler_logp_gap": gap.abs()}
+    if tis_cap is not None and seq_mode != "none":
+        raise ValueError("token-level tis_cap and a sequence-level correction are exclusive")
+    if tis_cap is not None:
+        ratio = torch.exp(gap.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+        weight = ratio.clamp(max=tis_cap)
+        events.update(tis_weight_mean=weight, tis_capped_frac=ratio > tis_cap)
+        return weight, events
+    if seq_mode == "none":
+        return None, events
+    log_rho = torch.where(mask.bool(), gap, torch.zeros_like(gap)).sum(1, keepdim=True)  # [B, 1]
+    rho = torch.exp(log_rho.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    if seq_mode == "truncate":
+        weight = rho.clamp(max=seq_high)
+        events["seq_capped_frac"] = rho > seq_high
+    elif seq_mode == "mask":
+        outside = (rho < seq_low) | (rho > seq_high)
+        weight = torch.where(outside, torch.zeros_like(rho), rho)
+        events["seq_masked_frac"] = outside
+    else:
+        raise ValueError(f"unknown sequence-level correction {seq_mode!r}; expected one of {SEQ_CORRECTIONS}")
+    events["seq_weight_mean"] = weight
+    return weight, events
+
+
+def policy_loss(
     logp: Tensor,
     old_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
+    kind: str = "ppo",
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     dual_clip: float | None = None,
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
     kl_kind: str = "k3",
+    kl_ratio_correction: bool = True,
     sampler_logp: Tensor | None = None,
     tis_cap: float | None = None,
+    seq_correction: str = "none",
+    seq_low: float = 0.0,
+    seq_high: float = 3.0,
     entropy: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Per-token PPO/GRPO clipped surrogate loss (DeepSeekMath eq. 3, negated to be minimised).
+    """The per-token loss of one micro-batch: a policy-gradient term chosen by `kind`, an optional rollout/learner
+    mismatch weight on it, and an optional KL penalty.
 
     logp:         [B, T] log pi_theta of the sampled tokens (carries the gradient).
     old_logp:     [B, T] log pi_old, the learner's log-probs of the rollout policy (no gradient).
-    advantages:   [B] one advantage per sequence (broadcast over tokens), or [B, T] per token.
-    mask:         [B, T] 1 on completion tokens, 0 on padding.
-    ref_logp:     [B, T] log pi_ref; when given, kl_coef * KL(pi_theta || pi_ref) is added per token,
-                  estimated with `kl_estimate(logp, ref_logp, kl_kind)` (K3 by default, as in GRPO).
-    sampler_logp: [B, T] log-probs reported by the rollout engine (vLLM); used only when tis_cap is set.
+    advantages:   [B] one advantage per sequence (broadcast over tokens), or [B, T] per token (not for gspo).
+    mask:         [B, T] 1 on completion tokens that count, 0 on padding (and on masked truncated completions).
+    kind:         "ppo" (`ppo_surrogate`: clip range [1 - clip_low, 1 + clip_high], dual_clip),
+                  "gspo" (`gspo_surrogate`: the same range on the sequence ratio), or
+                  "cispo" (`cispo_surrogate`: the weight capped at clip_high; clip_low unused).
+    ref_logp:     [B, T] log pi_ref; when given, kl_coef * KL(pi_theta || pi_ref) is added per token, estimated
+                  with `kl_estimate(logp, ref_logp, kl_kind)`. With kl_ratio_correction the estimate is multiplied
+                  by the token ratio r_t = pi_theta / pi_old (with its gradient): the tokens were sampled from
+                  pi_old, and E_old[r k] = E_theta[k], so the estimate is unbiased off-policy and, even on-policy
+                  (r = 1 with gradient r grad log pi), its expected gradient is that of KL(pi_theta || pi_ref)
+                  (DeepSeek-V3.2, eq. 7; TRL's use_bias_correction_kl). Without it, K3's expected gradient
+                  on-policy is that of KL(pi_ref || pi_theta), and K1's is zero.
+    sampler_logp: [B, T] log-probs reported by the rollout engine; `mismatch_weights` with tis_cap /
+                  seq_correction / seq_low / seq_high multiplies the policy-gradient term (not the KL term).
     entropy:      [B, T] per-token entropy of pi_theta, only logged.
 
-    ratio = exp(logp - old_logp);
-    pg = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)
-    With dual_clip = c > 1 the loss of a token with A < 0 is also capped at -c * A, so a huge ratio on a
-    bad token cannot blow up the update. With tis_cap = C the policy-gradient term is multiplied by the
-    truncated importance weight min(exp(old_logp - sampler_logp), C) (no gradient), which corrects for the
-    sampler computing slightly different probabilities than the learner.
-    loss = tis_weight * pg + kl_coef * KL.
-
-    Returns (per_token_loss [B, T], zero on padding; stats), stats being detached 0-d tensors averaged over
-    the valid tokens of this call: clip_frac_low (ratio < 1 - clip_low with A < 0, gradient cut),
-    clip_frac_high (ratio > 1 + clip_high with A > 0, gradient cut), ratio_mean, and when applicable
-    dual_clip_frac, tis_weight_mean, kl, entropy.
+    loss_t = w * pg_t + kl_coef * [r_t] * KL_t. Returns (per_token_loss [B, T], zero on padding; stats), stats
+    being detached 0-d tensors averaged over the valid tokens of this call (a per-sequence quantity counts once
+    per token of its sequence): ratio_mean and the variant's clip fractions, and when applicable dual_clip_frac,
+    sampler_logp_gap, tis_weight_mean, tis_capped_frac, seq_weight_mean, seq_capped_frac, seq_masked_frac, kl,
+    entropy.
     """
-    valid = mask.bool()
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)  # [B, 1], broadcast over tokens
-    log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
-    ratio = torch.exp(log_ratio)  # [B, T]
-    unclipped = ratio * advantages
-    clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * advantages
-    pg_loss = -torch.minimum(unclipped, clipped)  # [B, T]
+    log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [B, T]
+    if kind == "ppo":
+        pg_loss, events = ppo_surrogate(log_ratio, advantages, clip_low, clip_high, dual_clip)
+    elif kind == "gspo":
+        pg_loss, events = gspo_surrogate(log_ratio, advantages, mask, clip_low, clip_high)
+    elif kind == "cispo":
+        pg_loss, events = cispo_surrogate(logp, log_ratio, advantages, clip_high)
+    else:
+        raise ValueError(f"unknown policy loss {kind!r}; expected one of {POLICY_LOSSES}")
+    events.setdefault("ratio", torch.exp(log_ratio.detach()))
+    events["ratio_mean"] = events.pop("ratio")
 
-    stats: dict[str, Tensor] = {}
-    if dual_clip is not None:
-        if dual_clip <= 1.0:
-            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
-        dual_capped = torch.minimum(pg_loss, -dual_clip * advantages)
-        is_dual_clipped = (advantages < 0) & (pg_loss > -dual_clip * advantages)
-        pg_loss = torch.where(advantages < 0, dual_capped, pg_loss)
-        stats["dual_clip_frac"] = masked_mean(is_dual_clipped.float(), valid)
-
-    if tis_cap is not None:
-        if sampler_logp is None:
-            raise ValueError("tis_cap is set but sampler_logp was not given")
-        sampler_log_ratio = (old_logp - sampler_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
-        tis_weight = torch.exp(sampler_log_ratio).clamp(max=tis_cap).detach()  # [B, T]
-        pg_loss = pg_loss * tis_weight
-        stats["tis_weight_mean"] = masked_mean(tis_weight, valid)
+    if sampler_logp is not None:
+        weight, mismatch = mismatch_weights(old_logp, sampler_logp, mask, tis_cap, seq_correction, seq_low, seq_high)
+        events.update(mismatch)
+        if weight is not None:
+            pg_loss = pg_loss * weight
+    elif tis_cap is not None or seq_correction != "none":
+        raise ValueError("a mismatch correction (tis_cap or seq_correction) is on but sampler_logp was not given")
 
     loss = pg_loss
     if ref_logp is not None:
         kl = kl_estimate(logp, ref_logp, kl_kind)  # [B, T]
+        if kl_ratio_correction:
+            kl = kl * torch.exp(log_ratio)
         loss = loss + kl_coef * kl
-        stats["kl"] = masked_mean(kl.detach(), valid)
-
-    ratio = ratio.detach()
-    stats["clip_frac_low"] = masked_mean(((ratio < 1.0 - clip_low) & (advantages < 0)).float(), valid)
-    stats["clip_frac_high"] = masked_mean(((ratio > 1.0 + clip_high) & (advantages > 0)).float(), valid)
-    stats["ratio_mean"] = masked_mean(ratio, valid)
+        events["kl"] = kl.detach()
     if entropy is not None:
-        stats["entropy"] = masked_mean(entropy.detach(), valid)
+        events["entropy"] = entropy.detach()
+
+    valid = mask.bool()
+    stats = {name: masked_mean(value.float(), valid) for name, value in events.items()}
     # Padding positions may hold arbitrary log-probs; zero them so they cannot leak NaN/inf into sums.
     return torch.where(valid, loss, torch.zeros_like(loss)), stats
 
@@ -291,19 +430,23 @@ def loss_normaliser(
 
     mask: [B, T] of the whole update batch on this rank. The value is additive over sequences, so with
     several data-parallel ranks sum it over ranks (all_reduce SUM) and pass the total to every call.
+    A sequence counts when it has at least one valid token: a completion whose tokens are all masked (a
+    truncated one under `algorithm.mask_truncated`) is left out of the data, not averaged in as a zero.
     - token_mean: number of valid tokens.
     - seq_mean_token_mean: number of sequences.
     - seq_mean_token_sum_norm: number of sequences * max_completion_length (the configured generation
-      limit, not the longest sequence of the batch, so the scale does not depend on the batch).
+      limit, rollout.max_tokens, not the longest sequence of the batch, so the scale does not depend on the batch;
+      TRL uses its max_completion_length, the same limit).
     """
+    sequences = float(mask.bool().any(dim=1).sum())
     if mode == "token_mean":
         return float(mask.sum())
     if mode == "seq_mean_token_mean":
-        return float(mask.shape[0])
+        return sequences
     if mode == "seq_mean_token_sum_norm":
         if max_completion_length is None:
             raise ValueError("seq_mean_token_sum_norm needs max_completion_length")
-        return float(mask.shape[0] * max_completion_length)
+        return sequences * max_completion_length
     raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {AGG_MODES}")
 
 

@@ -19,7 +19,7 @@ import platform
 import sys
 from pathlib import Path
 
-from grpo_train.config import ConfigError, field_docs, load_config, to_yaml
+from grpo_train.config import ConfigError, field_docs, load_config, preset_report, to_yaml
 from grpo_train.memory import DEFAULT_GPU_GIB, memory_report
 
 
@@ -43,8 +43,8 @@ def _train_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_config(cfg, explain: bool, gpu_gib: float | None) -> None:
-    text = to_yaml(cfg)
+def _print_config(cfg, explain: bool, gpu_gib: float | None, preset: str = "") -> None:
+    text = to_yaml(cfg) + (preset + "\n" if preset else "")
     if explain:
         width = max(len(k) for k in field_docs())
         text += "\n# field docs\n" + "\n".join(f"# {k:<{width}}  {d}" for k, d in field_docs().items())
@@ -96,7 +96,7 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"grpo-train: config error: {err}", file=sys.stderr)
         return 2
     if args.print_config or args.explain or args.gpu_gib is not None:
-        _print_config(cfg, args.explain, args.gpu_gib)
+        _print_config(cfg, args.explain, args.gpu_gib, preset_report(args.config, args.overrides))
         return 0
     from grpo_train.metrics import configure_library_logs
 

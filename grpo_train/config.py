@@ -145,19 +145,63 @@ class RewardConfig:
 
 @dataclass
 class AlgorithmConfig:
+    preset: str = _f("", "a published recipe's coupled keys: grpo, dr_grpo, dapo or gspo (PRESETS, docs/algorithm.md); "
+                     "a key set in the YAML or on the command line wins over the preset; empty = none")
     group_size: int = _f(8, "G: completions per prompt")
     prompts_per_step: int = _f(8, "prompts per rollout batch (across all ranks)")
-    advantage: str = _f("grpo", "grpo (std-normalised), dr_grpo (mean-centred), rloo (leave-one-out), none")
-    adv_eps: float = _f(1e-6, "added to the group std in grpo advantages")
-    clip_eps: float = _f(0.2, "PPO clip range below 1 (and above, unless clip_eps_high is set)")
-    clip_eps_high: float = _f(0.0, "clip range above 1 (clip-higher, DAPO); 0 = same as clip_eps")
-    dual_clip: float = _f(0.0, "dual-clip bound c > 1 for negative advantages; 0 = off")
-    tis_cap: float = _f(0.0, "truncated importance weight cap for sampler/learner mismatch; 0 = off")
+    advantage: str = _f("grpo", "grpo (std-normalised), dr_grpo (mean-centred only; alone it keeps loss_agg, so "
+                        "Dr. GRPO's recipe is preset dr_grpo), rloo (leave-one-out), none")
+    adv_eps: float = _f(1e-6, "added to the group std in grpo advantages (TRL adds 1e-4)")
+    policy_loss: str = _f("ppo", "ppo (clipped token ratio, GRPO/DAPO), gspo (clipped sequence ratio) or cispo "
+                          "(capped, stop-gradient importance weight times the log-prob)")
+    clip_eps: float = _f(0.2, "ppo: clip range below 1 (and above, unless clip_eps_high is set)")
+    clip_eps_high: float = _f(0.0, "ppo: clip range above 1 (clip-higher, DAPO); 0 = same as clip_eps")
+    gspo_clip_eps: float = _f(3e-4, "gspo: clip range of the sequence ratio below 1 (GSPO paper, section 5.1)")
+    gspo_clip_eps_high: float = _f(4e-4, "gspo: clip range of the sequence ratio above 1 (GSPO paper, section 5.1)")
+    cispo_weight_cap: float = _f(5.0, "cispo: upper bound of the importance weight (no lower bound, as in MiniMax-M1)")
+    dual_clip: float = _f(0.0, "ppo: dual-clip bound c > 1 for negative advantages; 0 = off")
+    tis_cap: float = _f(0.0, "token-level truncated importance weight cap for sampler/learner mismatch; 0 = off")
+    seq_correction: str = _f("auto", "sequence-level sampler/learner mismatch correction: none, truncate "
+                             "(weight min(rho, seq_correction_high)), mask (drop a sequence whose rho leaves "
+                             "[seq_correction_low, seq_correction_high]) or auto (mask with rollout.engine vllm in "
+                             "bf16 without top_p/top_k truncation, else none)")
+    seq_correction_low: float = _f(0.0, "mask: lowest sampler/learner sequence ratio rho kept")
+    seq_correction_high: float = _f(3.0, "truncate: cap of rho; mask: highest rho kept (TRL's cap 3)")
+    mask_truncated: bool = _f(False, "completions cut by rollout.max_tokens get no loss and leave the normaliser; "
+                              "they still count in their group's advantages")
     kl_coef: float = _f(0.0, "beta: weight of the KL penalty to the reference model; 0 loads no reference")
-    kl_estimator: str = _f("k3", "k1, k2 or k3 (Schulman's low-variance unbiased estimator)")
-    loss_agg: str = _f("token_mean", "token_mean, seq_mean_token_mean or seq_mean_token_sum_norm")
+    kl_estimator: str = _f("k3", "k1, k2 or k3 (Schulman's low-variance unbiased estimator); its log-ratio is "
+                           "clamped at +-20, as the policy ratio's (TRL clamps neither)")
+    kl_ratio_correction: bool = _f(True, "multiply the KL estimate by the ratio pi_theta / pi_old (with gradient): "
+                                   "unbiased off-policy, and the gradient of KL(pi_theta || pi_ref) (TRL's "
+                                   "use_bias_correction_kl)")
+    loss_agg: str = _f("token_mean", "token_mean, seq_mean_token_mean or seq_mean_token_sum_norm (Dr. GRPO's "
+                       "constant normaliser, rollout.max_tokens per sequence; alone it keeps the grpo advantage)")
     num_iterations: int = _f(1, "mu: passes over each rollout batch")
     mini_batches: int = _f(1, "optimizer steps per pass over a rollout batch")
+
+
+# The coupled keys of each published recipe (docs/algorithm.md has the table and the sources). `algorithm.preset`
+# sets every key listed here that the YAML and the overrides leave unset (`apply_preset`).
+PRESETS: dict[str, dict[str, Any]] = {
+    # DeepSeekMath's GRPO: std-normalised advantages, per-sequence mean, symmetric clip, beta 0.04 * plain K3.
+    "grpo": {"algorithm.advantage": "grpo", "algorithm.policy_loss": "ppo",
+             "algorithm.loss_agg": "seq_mean_token_mean", "algorithm.clip_eps": 0.2,
+             "algorithm.clip_eps_high": 0.0, "algorithm.kl_coef": 0.04, "algorithm.kl_estimator": "k3",
+             "algorithm.kl_ratio_correction": False},
+    # Dr. GRPO: mean-centred advantages and the constant normaliser (G * max_tokens), no KL term.
+    "dr_grpo": {"algorithm.advantage": "dr_grpo", "algorithm.policy_loss": "ppo",
+                "algorithm.loss_agg": "seq_mean_token_sum_norm", "algorithm.kl_coef": 0.0},
+    # DAPO: clip-higher 0.2 / 0.28, token-level mean, overlong filtering, no KL term. Its dynamic sampling joins
+    # here as one more key once the trainer has it; its soft overlong punishment is a reward, not a loss key.
+    "dapo": {"algorithm.advantage": "grpo", "algorithm.policy_loss": "ppo", "algorithm.loss_agg": "token_mean",
+             "algorithm.clip_eps": 0.2, "algorithm.clip_eps_high": 0.28, "algorithm.mask_truncated": True,
+             "algorithm.kl_coef": 0.0},
+    # GSPO: the clipped sequence ratio with the paper's clip range, averaged per sequence, no KL term.
+    "gspo": {"algorithm.advantage": "grpo", "algorithm.policy_loss": "gspo",
+             "algorithm.loss_agg": "seq_mean_token_mean", "algorithm.gspo_clip_eps": 3e-4,
+             "algorithm.gspo_clip_eps_high": 4e-4, "algorithm.kl_coef": 0.0},
+}
 
 
 @dataclass
@@ -230,11 +274,25 @@ _CHOICES = {
     "algorithm.advantage": ("grpo", "dr_grpo", "rloo", "none"),
     "algorithm.kl_estimator": ("k1", "k2", "k3"),
     "algorithm.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
+    "algorithm.preset": ("", *PRESETS),
+    "algorithm.policy_loss": ("ppo", "gspo", "cispo"),
+    "algorithm.seq_correction": ("none", "truncate", "mask", "auto"),
     "learner.precision": ("fp32", "bf16", "auto"),
     "learner.lr_schedule": ("constant", "cosine"),
     "run.wandb": ("disabled", "offline", "online"),
     "run.log_level": ("warning", "info", "debug"),
 }
+
+
+TRUNCATED_SAMPLING_REASON = (
+    "vLLM's log-probs are then renormalised over the kept tokens and the learner's are not, so the correction would "
+    "measure the kept probability mass instead of the sampler/learner mismatch; set rollout.top_p=1 and "
+    "rollout.top_k=-1, or turn the correction off (algorithm.tis_cap=0, algorithm.seq_correction=none)")
+
+
+def truncated_sampling(rollout: RolloutConfig) -> bool:
+    """Whether the sampler draws from a top-p / top-k truncated distribution."""
+    return rollout.top_p < 1.0 or rollout.top_k != -1
 
 
 def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
@@ -243,7 +301,12 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
     return [
         ("model.max_model_len", c.model.max_model_len >= 16, "must be >= 16"),
         ("model.lora.rank", c.model.lora.rank >= 0, "must be >= 0"),
-        ("model.lora.dropout", 0.0 <= c.model.lora.dropout < 1.0, "must be in [0, 1)"),
+        # Dropout draws a new mask in every pass: the update's log-probs would differ from the old-logprob pass's
+        # (eval mode) and from the sampler's, so the importance ratio is not 1 where it must be (the learner turns
+        # off any dropout the model itself has, for the same reason).
+        ("model.lora.dropout", c.model.lora.dropout == 0.0,
+         "must be 0: dropout makes the update pass compute other log-probs than the old-logprob pass and the "
+         "sampler, so the importance ratio starts away from 1 (the learner turns the model's own dropout off)"),
         ("data.num_shots", c.data.num_shots >= 0, "must be >= 0"),
         ("data.max_rows", c.data.max_rows >= 0, "must be >= 0"),
         ("data.synthetic.min_operand", c.data.synthetic.min_operand >= 0, "must be >= 0"),
@@ -272,6 +335,21 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("algorithm.clip_eps_high", a.clip_eps_high >= 0.0, "must be >= 0 (0 = same as clip_eps)"),
         ("algorithm.dual_clip", a.dual_clip == 0.0 or a.dual_clip > 1.0, "must be 0 (off) or > 1"),
         ("algorithm.tis_cap", a.tis_cap == 0.0 or a.tis_cap >= 1.0, "must be 0 (off) or >= 1"),
+        ("algorithm.gspo_clip_eps", 0.0 < a.gspo_clip_eps < 1.0, "must be in (0, 1)"),
+        ("algorithm.gspo_clip_eps_high", a.gspo_clip_eps_high > 0.0, "must be > 0"),
+        ("algorithm.cispo_weight_cap", a.cispo_weight_cap >= 1.0, "must be >= 1"),
+        ("algorithm.dual_clip", a.dual_clip == 0.0 or a.policy_loss == "ppo", "applies to policy_loss ppo only"),
+        ("algorithm.seq_correction_high", a.seq_correction_high >= 1.0, "must be >= 1"),
+        ("algorithm.seq_correction_low", 0.0 <= a.seq_correction_low < 1.0, "must be in [0, 1)"),
+        ("algorithm.seq_correction", a.seq_correction in ("none", "auto") or a.tis_cap == 0.0,
+         "and algorithm.tis_cap are exclusive: correct at token or at sequence level"),
+        # vLLM reports log-probs renormalised over the tokens top-p / top-k keep, the learner over the whole
+        # vocabulary: their ratio measures the kept mass (mean TIS weight 0.900 at T = 0.7, top_p = 0.9 on vLLM-CPU,
+        # issue 31), not the mismatch the correction is for.
+        ("algorithm.seq_correction", a.seq_correction in ("none", "auto") or not truncated_sampling(r),
+         f"cannot be used with rollout.top_p < 1 or rollout.top_k set: {TRUNCATED_SAMPLING_REASON}"),
+        ("algorithm.tis_cap", a.tis_cap == 0.0 or not truncated_sampling(r),
+         f"cannot be used with rollout.top_p < 1 or rollout.top_k set: {TRUNCATED_SAMPLING_REASON}"),
         ("algorithm.kl_coef", a.kl_coef >= 0.0, "must be >= 0"),
         ("algorithm.num_iterations", a.num_iterations >= 1, "must be >= 1"),
         ("algorithm.mini_batches", a.mini_batches >= 1, "must be >= 1"),
@@ -499,8 +577,9 @@ def _set_dotted(tree: dict[str, Any], key: str, value: Any, source: str) -> None
     node[parts[-1]] = value
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config (safe loading), apply `key=value` overrides, check types and ranges."""
+def read_tree(path: str | Path | None, overrides: list[str] | None = None) -> tuple[dict[str, Any], Origin]:
+    """The YAML file (safe loading) with the `key=value` overrides applied, as a plain tree, and where each key
+    was set."""
     tree: dict[str, Any] = {}
     source = "<defaults>"
     if path is not None:
@@ -522,11 +601,76 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         key, value = _parse_override(text)
         _set_dotted(tree, key, value, f"{source} (override {text!r})")
         set_by_overrides.append((key, text))
-    origin = Origin(source, tuple(set_by_overrides))
-    cfg = resolve_auto_precision(_build(Config, tree, "", origin))
+    return tree, Origin(source, tuple(set_by_overrides))
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config (safe loading), apply `key=value` overrides and the preset, check types and ranges."""
+    tree, origin = read_tree(path, overrides)
+    apply_preset(tree, origin)
+    cfg = resolve_seq_correction(resolve_auto_precision(_build(Config, tree, "", origin)))
     if not cfg.run.output_dir:
         cfg.run.output_dir = f"runs/{Path(path).stem if path is not None else 'default'}"
     validate(cfg, origin)
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------------
+# Presets: a published recipe's coupled keys, under the keys the user set
+
+
+def _leaf_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        keys += _leaf_keys(value, key + ".") if isinstance(value, dict) else [key]
+    return keys
+
+
+def apply_preset(tree: dict[str, Any], origin: Origin = Origin()) -> tuple[list[str], list[str]]:
+    """Set, in the plain tree, the keys of `algorithm.preset` that the tree does not set itself.
+
+    Returns (keys taken from the preset, the preset's keys the tree set explicitly and keeps), both empty without
+    a preset. The resolved config (saved as the run's config.yaml) then holds every value, so a saved config
+    reloads to the same run whatever the preset table says later.
+    """
+    algorithm = tree.get("algorithm")
+    name = algorithm.get("preset", "") if isinstance(algorithm, dict) else ""
+    if not name:
+        return [], []
+    if name not in PRESETS:
+        raise ConfigError(f"{origin.of('algorithm.preset')}: algorithm.preset: {name!r} is not one of "
+                          f"{', '.join(PRESETS)}")
+    explicit = set(_leaf_keys(tree))
+    taken = [key for key in PRESETS[name] if key not in explicit]
+    for key in taken:
+        _set_dotted(tree, key, PRESETS[name][key], origin.file)
+    return taken, [key for key in PRESETS[name] if key in explicit]
+
+
+def preset_report(path: str | Path | None, overrides: list[str] | None = None) -> str:
+    """Comment lines for --print-config: which keys the preset set and which explicit keys overrode it."""
+    tree, origin = read_tree(path, overrides)
+    taken, kept = apply_preset(tree, origin)
+    if not taken and not kept:
+        return ""
+    name = tree["algorithm"]["preset"]
+    lines = [f"# algorithm.preset {name}: from the preset: {', '.join(taken) or '(none)'}"]
+    if kept:
+        lines.append(f"# algorithm.preset {name}: set explicitly, kept over the preset: {', '.join(kept)}")
+    return "\n".join(lines)
+
+
+def resolve_seq_correction(cfg: Config) -> Config:
+    """`algorithm.seq_correction: auto` becomes a concrete value (saved in the run's config.yaml): mask where a
+    bf16 vLLM sampler or learner makes the sampler's and the learner's probabilities differ (docs/algorithm.md
+    has the measurements), unless rollout.top_p / top_k truncate the sampling (the correction is then refused,
+    see TRUNCATED_SAMPLING_REASON) or the token-level tis_cap is chosen; none otherwise."""
+    a = cfg.algorithm
+    if a.seq_correction == "auto":
+        bf16 = cfg.model.dtype == "bfloat16" or cfg.learner.precision == "bf16"
+        on = cfg.rollout.engine == "vllm" and bf16 and not truncated_sampling(cfg.rollout) and a.tis_cap == 0.0
+        a.seq_correction = "mask" if on else "none"
     return cfg
 
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from grpo_train import algorithms
-from grpo_train.config import Config, LearnerConfig
+from grpo_train.config import AlgorithmConfig, Config, LearnerConfig
 from grpo_train.forward import compile_model, token_logprobs
 
 
@@ -94,6 +94,21 @@ def all_reduce_max(value: float) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
+
+
+def global_step_stats(loss_share: float, sums: dict[str, float], tokens: float, trained: int,
+                      rows: int) -> dict[str, float]:
+    """An optimizer step's statistics over all ranks, in one all-reduce: the loss (each rank holds its share of the
+    global loss: the sum), the per-token statistics (`sums` holds each times this rank's token count: weighted by
+    the token counts of all ranks) and the fraction of the rows trained. Every rank gets the same values."""
+    names = sorted(sums)
+    flat = torch.tensor([loss_share, tokens, trained, rows, *(sums[n] for n in names)], dtype=torch.float64,
+                        device=_device())
+    dist.all_reduce(flat)
+    loss, tokens, trained, rows, *totals = flat.cpu().tolist()
+    out = {name: total / max(tokens, 1.0) for name, total in zip(names, totals, strict=True)}
+    out.update(loss=loss, trained_seq_frac=trained / rows)
+    return out
 
 
 def global_means(sums: dict[str, tuple[float, float]]) -> dict[str, float]:
@@ -181,6 +196,7 @@ class UpdateBatch:
     sampler_logp: Tensor  # [N, C] float, vLLM's log-probs of the completion tokens (0 on padding)
     old_logp: Tensor | None = None  # [N, C] learner log-probs before the update (None: on-policy)
     ref_logp: Tensor | None = None  # [N, C] reference-model log-probs (None: no KL term)
+    truncated: Tensor | None = None  # [N] bool, completion cut by rollout.max_tokens (None: none was)
 
     @property
     def prompt_len(self) -> int:
@@ -202,11 +218,20 @@ class UpdateBatch:
             sampler_logp=completion(self.sampler_logp),
             old_logp=completion(self.old_logp),
             ref_logp=completion(self.ref_logp),
+            truncated=None if self.truncated is None else self.truncated[index],
         )
+
+    def loss_mask(self, mask_truncated: bool) -> Tensor:
+        """[N, C] 1 on the completion tokens the loss counts: all of them, or, with mask_truncated (overlong
+        filtering, DAPO section 3.4), none of a truncated completion's."""
+        if not mask_truncated or self.truncated is None:
+            return self.completion_mask
+        return self.completion_mask * (~self.truncated).to(self.completion_mask.dtype)[:, None]
 
 
 def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
-                      sampler_logps: list[list[float]], advantages: Tensor, pad_id: int) -> UpdateBatch:
+                      sampler_logps: list[list[float]], advantages: Tensor, pad_id: int,
+                      truncated: list[bool] | None = None) -> UpdateBatch:
     """Pack rollouts into an UpdateBatch (prompts left-padded, completions right-padded)."""
     n = len(prompt_ids)
     p = max(len(prompt) for prompt in prompt_ids)
@@ -221,7 +246,29 @@ def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int
         attention_mask[i, p - len(prompt): p + len(completion)] = 1
         completion_mask[i, : len(completion)] = 1.0
         sampler_logp[i, : len(completion)] = torch.tensor(logps, dtype=torch.float32)
-    return UpdateBatch(input_ids, attention_mask, completion_mask, advantages.float(), sampler_logp)
+    flags = None if truncated is None else torch.tensor(truncated, dtype=torch.bool)
+    return UpdateBatch(input_ids, attention_mask, completion_mask, advantages.float(), sampler_logp, truncated=flags)
+
+
+def clip_range(a: AlgorithmConfig) -> tuple[float, float]:
+    """The (clip_low, clip_high) `algorithms.policy_loss` takes for the configured policy loss."""
+    if a.policy_loss == "gspo":
+        return a.gspo_clip_eps, a.gspo_clip_eps_high
+    if a.policy_loss == "cispo":
+        return 0.0, a.cispo_weight_cap
+    return a.clip_eps, a.clip_eps_high or a.clip_eps
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Turn off the model's dropout (nn.Dropout modules, and the attention dropout probability transformers keeps
+    as a float on the attention modules). Dropout would draw new masks in every pass, so the update's log-probs
+    would differ from the old-logprob pass's (run in eval mode) and from the sampler's: the importance ratio
+    would start away from 1 and the mismatch correction would measure the dropout noise."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
 
 
 def _allreduce_is_a_copy(engine) -> bool:
@@ -261,6 +308,7 @@ class Learner:
         self.device = _device()
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32,
                                                      attn_implementation=cfg.model.attn_implementation)
+        disable_dropout(model)  # LoRA's own dropout is refused by the config, for the same reason
         if cfg.model.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if cfg.learner.compile:
@@ -347,7 +395,8 @@ class Learner:
         return out * batch.completion_mask
 
     def update(self, batch: UpdateBatch) -> dict[str, float]:
-        """mu passes over the batch, each split into `mini_batches` optimizer steps; returns mean statistics."""
+        """mu passes over the batch, each split into `mini_batches` optimizer steps; returns the statistics of
+        all ranks (`global_step_stats`: the same on every rank), averaged over the optimizer steps."""
         a = self.cfg.algorithm
         n = batch.input_ids.shape[0]
         if n % a.mini_batches:
@@ -366,60 +415,65 @@ class Learner:
     def _optimizer_step(self, batch: UpdateBatch, index: Tensor) -> dict[str, float]:
         a = self.cfg.algorithm
         temperature = self.cfg.rollout.temperature or 1.0
-        mask = batch.completion_mask[index]
-        # The global normaliser of this mini-batch over all ranks, so micro-batch / rank splits sum exactly.
-        normaliser = all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens))
+        mask = batch.loss_mask(a.mask_truncated)[index]
+        # The global normaliser of this mini-batch over all ranks, so micro-batch / rank splits sum exactly; at
+        # least 1, so a mini-batch whose every completion is masked has loss 0 rather than 0 / 0.
+        normaliser = max(1.0, all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens)))
+        clip_low, clip_high = clip_range(a)
         sums: dict[str, float] = {}
-        tokens = 0.0
+        tokens = loss_share = 0.0
         micro_batches, trained = self._micro_batches(batch, index)
         for micro, scale in micro_batches:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
-            cmask = sub.completion_mask.to(self.device)
+            cmask = sub.loss_mask(a.mask_truncated).to(self.device)
             logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True,
                                            share_prompts=self.share_prompts)
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)
-            per_token, stats = algorithms.clipped_surrogate_loss(
-                logp, old, sub.advantages.to(self.device), cmask,
-                clip_low=a.clip_eps, clip_high=a.clip_eps_high or a.clip_eps, dual_clip=a.dual_clip or None,
+            per_token, stats = algorithms.policy_loss(
+                logp, old, sub.advantages.to(self.device), cmask, kind=a.policy_loss,
+                clip_low=clip_low, clip_high=clip_high, dual_clip=a.dual_clip or None,
                 ref_logp=None if sub.ref_logp is None else sub.ref_logp.to(self.device),
-                kl_coef=a.kl_coef, kl_kind=a.kl_estimator,
-                sampler_logp=sub.sampler_logp.to(self.device), tis_cap=a.tis_cap or None, entropy=entropy)
+                kl_coef=a.kl_coef, kl_kind=a.kl_estimator, kl_ratio_correction=a.kl_ratio_correction,
+                sampler_logp=sub.sampler_logp.to(self.device), tis_cap=a.tis_cap or None,
+                seq_correction=a.seq_correction, seq_low=a.seq_correction_low, seq_high=a.seq_correction_high,
+                entropy=entropy)
+            # This micro-batch's share of the mini-batch loss: the shares of all micro-batches and ranks sum to it.
+            share = algorithms.agg_loss(per_token, cmask, a.loss_agg, normaliser) * scale
             # DeepSpeed averages gradients over data-parallel ranks; the normaliser already counts every rank,
             # so multiply by the world size to turn that average into the sum the normaliser expects.
-            loss = algorithms.agg_loss(per_token, cmask, a.loss_agg, normaliser) * (self.world * scale)
             # scale_wrt_gas=False: the loss is already divided by the mini-batch normaliser; a further 1/gas
             # would shrink the gradient by the number of micro-batches. A non-finite loss is still
             # back-propagated: its non-finite gradient makes the optimizer skip the whole step (below).
-            self.engine.backward(loss, scale_wrt_gas=False)
+            self.engine.backward(share * self.world, scale_wrt_gas=False)
             count = float(cmask.sum()) * scale  # a padding pass (scale 0) adds nothing to the statistics
             tokens += count
-            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) / self.world
+            loss_share += float(share.detach())
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * count
         applied = self._step()
-        out = {key: value / max(tokens, 1.0) for key, value in sums.items() if key != "loss"}
-        out["loss"] = sums.get("loss", 0.0)
+        out = global_step_stats(loss_share, sums, tokens, trained, len(index))
         out["grad_norm"] = self._grad_norm() if applied else float("nan")
         out["lr"] = self.scheduler.get_last_lr()[0]
         out["skipped_step"] = 0.0 if applied else 1.0
-        out["trained_seq_frac"] = trained / len(index)
         return out
 
     def _micro_batches(self, batch: UpdateBatch, index: Tensor) -> tuple[list[tuple[Tensor, float]], int]:
         """The micro-batches of the mini-batch `index` as (rows, loss scale), and how many rows they train.
 
-        Without a KL term a sequence with advantage 0 (a group whose rewards are all equal) has loss 0 and
-        gradient 0 at every token, whatever the ratio, clipping or TIS weight, so it is not run at all; its
-        tokens still count in the normaliser, which keeps the update exactly the same. Every rank must make
-        the same number of backward passes (DeepSpeed reduces gradients in them), so a rank with fewer adds
-        passes over one row with the loss scaled by 0.
+        A sequence none of whose tokens the loss counts (a truncated one under mask_truncated) has loss 0 and
+        gradient 0, and is not run. Without a KL term neither is a sequence with advantage 0 (a group whose
+        rewards are all equal): its loss and gradient are 0 at every token, whatever the ratio, clipping or
+        mismatch weight; its tokens still count in the normaliser, which keeps the update exactly the same.
+        Every rank must make the same number of backward passes (DeepSpeed reduces gradients in them), so a rank
+        with fewer adds passes over one row with the loss scaled by 0.
         """
-        rows = index
+        keep = batch.loss_mask(self.cfg.algorithm.mask_truncated)[index].sum(1) > 0
         if self.cfg.learner.skip_zero_advantage and self.cfg.algorithm.kl_coef == 0:
-            rows = index[batch.advantages[index] != 0]
+            keep &= batch.advantages[index] != 0
+        rows = index[keep]
         micro_batches = [(micro, 1.0) for micro in rows.split(self.cfg.learner.micro_batch_size) if len(micro)]
         passes = max(1, int(all_reduce_max(float(len(micro_batches)))))
         micro_batches += [(index[:1], 0.0)] * (passes - len(micro_batches))

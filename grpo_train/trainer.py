@@ -268,7 +268,8 @@ def train(cfg: Config) -> Path:
         # 5. Old and reference log-probs (no gradient)
         t0 = time.perf_counter()
         batch = make_update_batch([r.prompt_token_ids for r in rollouts], [r.completion_token_ids for r in rollouts],
-                                  [r.logprobs for r in rollouts], advantages, pad_id=tokenizer.pad_token_id)
+                                  [r.logprobs for r in rollouts], advantages, pad_id=tokenizer.pad_token_id,
+                                  truncated=[r.truncated for r in rollouts])
         if needs_old_logp:
             batch.old_logp = learner.logprobs(batch)
         if a.kl_coef > 0:
@@ -307,12 +308,12 @@ def train(cfg: Config) -> Path:
             "reward/zero_variance_groups": (zero_var, 1),
             "train/completion_len_mean": (n_tokens, len(rollouts)),
             "train/truncated": (sum(r.truncated for r in rollouts), len(rollouts)),
-            **{f"train/{k}": (v, 1) for k, v in update_stats.items()},
             **({"train/sync_logprob_max_diff": (sync_gap, 1)} if sync_gap is not None else {}),
             "perf/rollout_s": (t_rollout, 1), "perf/reward_s": (t_reward, 1), "perf/logprobs_s": (t_logprobs, 1),
             "perf/update_s": (t_update, 1), "perf/sync_s": (t_sync, 1), "perf/step_s": (step_s, 1),
             "perf/rollout_tokens_per_s": (n_tokens / max(t_rollout, 1e-9), 1),
         })
+        metrics.update({f"train/{k}": v for k, v in update_stats.items()})  # already over all ranks (Learner.update)
         metrics["reward/std"] = max(0.0, metrics.pop("reward/sq") - metrics["reward/mean"] ** 2) ** 0.5
         metrics["train/completion_len_max"] = all_reduce_max(max(lengths))
         metrics["train/skipped_steps_total"] = float(learner.skipped_nonfinite)

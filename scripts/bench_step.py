@@ -81,6 +81,7 @@ def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: fl
         "run.samples_every=0",
         "run.checkpoint_every=0",
         f"algorithm.kl_coef={kl_coef}",
+        "algorithm.seq_correction=none",  # as TRL's side (its correction would add an old-logprob pass)
         f"learner.precision={precision}",
         "learner.lr_schedule=constant",  # TRL's side runs a constant lr too; a cosine over 6 steps would differ
         f"model.dtype={ROLLOUT_DTYPE[precision]}",  # the rollouts in the learner's precision

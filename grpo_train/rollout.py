@@ -4,7 +4,7 @@ Both engines have the same two-method interface, used by the trainer once per GR
 
     engine = make_engine(cfg, seed=cfg.run.seed)
     spec = SamplingSpec.from_config(cfg.rollout, n=cfg.algorithm.group_size,
-                                    seed=rollout_seed(cfg.run.seed, step, rank))
+                                    seed=rollout_seed(cfg.run.seed, step, group.index))
     rollouts = engine.generate(prompt_token_ids, spec)     # len(prompts) * n Rollout records, prompt-major
     ...learner update...
     engine.load_weights(hf_weights(learner_module))        # push the new weights, no restart
@@ -33,7 +33,7 @@ Placement and memory (GPU; on CPU sleep mode is accepted and ignored by vLLM, so
 the engine is colocated in every training process. Under torchrun it runs SPMD with
 `distributed_executor_backend="external_launcher"`: each rank builds its own `LLM`, and with
 `tensor_parallel_size > 1` consecutive ranks form one tensor-parallel engine (they must pass the same
-prompts and seeds). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
+prompts and seeds: `EngineGroup`). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
 shards) stay resident, vLLM holds its weight copy plus a KV cache sized so that its total stays within
 `gpu_memory_utilization` of the GPU. With `enable_sleep_mode`, `sleep()` before the learner's passes (old and
 reference log-probs, update) discards vLLM's weights and KV cache (level 2), so the learner's activations and

@@ -117,7 +117,7 @@ class RolloutConfig:
     max_tokens: int = _f(256, "completion length cap; longer completions are truncated")
     stop: list[str] = _f([], "extra stop strings (EOS always stops)")
     gpu_memory_utilization: float = _f(0.3, "fraction of GPU memory vLLM may take (GPU only)")
-    tensor_parallel_size: int = _f(1, "vLLM tensor parallelism across training ranks (GPU only)")
+    tensor_parallel_size: int = _f(1, "ranks per vLLM engine (tensor parallelism); must divide the number of ranks")
     enable_sleep_mode: bool = _f(True, "free vLLM's GPU memory during the update (ignored on CPU)")
     cpu_kvcache_gb: float = _f(1.0, "vLLM KV-cache size on CPU, in GiB")
 
@@ -325,6 +325,8 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("rollout.max_tokens", 1 <= r.max_tokens < c.model.max_model_len, "must be in [1, model.max_model_len)"),
         ("rollout.gpu_memory_utilization", 0.0 < r.gpu_memory_utilization <= 1.0, "must be in (0, 1]"),
         ("rollout.tensor_parallel_size", r.tensor_parallel_size >= 1, "must be >= 1"),
+        ("rollout.tensor_parallel_size", r.tensor_parallel_size == 1 or r.engine == "vllm",
+         "must be 1 with rollout.engine hf (one transformers model per rank)"),
         ("rollout.cpu_kvcache_gb", r.cpu_kvcache_gb > 0.0, "must be > 0"),
         ("reward.timeout_s", c.reward.timeout_s > 0.0, "must be > 0"),
         ("reward.num_workers", c.reward.num_workers >= 1, "must be >= 1"),

@@ -19,14 +19,18 @@ trainable (P, or the LoRA adapters' count), N ranks, ZeRO stage z:
     layer's full set while it is recomputed in backward;
   * logits: b * s * V * 12, the fp32 logits, their log-softmax and its gradient at the loss (for Qwen's
     152k vocabulary this term is larger than all layers together).
+- old / reference log-prob passes (no gradient, same micro-batch): nothing is kept for a backward pass, so
+  one layer's set at a time, a * (9h + 4i) per token, plus the logits in the model's dtype, b * s * V * a
+  (the fp32 log-softmax runs a few rows at a time).
 - vLLM: gpu_memory_utilization * GPU memory (its weights, P * w_vllm / tensor_parallel_size, and the KV
   cache in what is left).
 
-The peak is the larger of two phases. Rollout: learner weights, gradients, optimizer, reference and the
-vLLM share. Update: the same plus activations, and plus the vLLM share only when sleep mode is off (asleep,
-vLLM releases its KV cache and moves its weights to host memory). Not counted: the CUDA context, NCCL and
-DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator fragmentation, so keep 10-15% of the
-GPU free. A sequence is taken at its longest, model.max_model_len tokens.
+The peak is the largest of three phases. Rollout: learner weights, gradients, optimizer, reference and the
+vLLM share. Log-prob passes: the same plus those passes' activations, and plus the vLLM share only when sleep
+mode is off (the trainer puts vLLM to sleep before these passes; asleep, vLLM frees its KV cache and discards
+its weights, which the weight sync reloads). Update: likewise with the update's activations. Not counted:
+the CUDA context, NCCL and DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator
+fragmentation, so keep 10-15% of the GPU free. A sequence is taken at its longest, model.max_model_len tokens.
 """
 
 from __future__ import annotations
@@ -142,9 +146,10 @@ class MemoryEstimate:
     optimizer: float
     reference: float
     activations: float
+    logprob_pass: float  # activations of one no-grad old / reference log-prob micro-batch
     vllm: float  # the share vLLM may take: its weights plus the KV cache
     vllm_kv_cache: float  # what is left of that share for the KV cache after vLLM's weights
-    total: float  # the peak: max(rollout phase, update phase)
+    total: float  # the peak: max(rollout phase, log-prob phase, update phase)
     gpu: float
 
     @property
@@ -164,6 +169,13 @@ def activation_bytes(*, micro_batch_size: int, seq_len: int, hidden_size: int, i
         layers = one_layer * num_layers
     logits = tokens * vocab_size * 12
     return layers + logits
+
+
+def logprob_pass_bytes(*, micro_batch_size: int, seq_len: int, hidden_size: int, intermediate_size: int,
+                       vocab_size: int, bytes_per_activation: int) -> int:
+    """Peak bytes of one no-grad log-prob micro-batch (formulas in the module docstring)."""
+    tokens = micro_batch_size * seq_len
+    return tokens * bytes_per_activation * (9 * hidden_size + 4 * intermediate_size + vocab_size)
 
 
 def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size: int, precision: str,
@@ -188,15 +200,20 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
         micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=hidden_size,
         intermediate_size=intermediate_size, num_layers=num_layers, vocab_size=vocab_size,
         bytes_per_activation=w, gradient_checkpointing=gradient_checkpointing)
+    logprob_pass = logprob_pass_bytes(
+        micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=hidden_size,
+        intermediate_size=intermediate_size, vocab_size=vocab_size, bytes_per_activation=w)
     vllm = gpu_memory_utilization * gpu_memory_gib * GIB
     vllm_weights = (params - trainable if lora else params) * vllm_bytes_per_param / tensor_parallel_size
     static = weights + gradients + optimizer + ref
     rollout_phase = static + vllm
+    logprob_phase = static + logprob_pass + (0.0 if vllm_sleeps else vllm)
     update_phase = static + activations + (0.0 if vllm_sleeps else vllm)
     return MemoryEstimate(
         weights=weights / GIB, gradients=gradients / GIB, optimizer=optimizer / GIB, reference=ref / GIB,
-        activations=activations / GIB, vllm=vllm / GIB, vllm_kv_cache=(vllm - vllm_weights) / GIB,
-        total=max(rollout_phase, update_phase) / GIB, gpu=gpu_memory_gib)
+        activations=activations / GIB, logprob_pass=logprob_pass / GIB, vllm=vllm / GIB,
+        vllm_kv_cache=(vllm - vllm_weights) / GIB, total=max(rollout_phase, logprob_phase, update_phase) / GIB,
+        gpu=gpu_memory_gib)
 
 
 def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DEFAULT_GPU_GIB
@@ -241,6 +258,9 @@ def memory_report(cfg: Config, world_size: int | None = None, gpu_memory_gib: fl
         f"# micro-batch {learner.micro_batch_size} x {cfg.model.max_model_len} tokens, gradient "
         f"checkpointing {on_off(cfg.model.gradient_checkpointing)}, "
         f"vLLM sleep mode {on_off(cfg.rollout.enable_sleep_mode)}",
+        f"# old/reference log-prob passes: {estimate_for_config(cfg, 1, gpu_memory_gib).logprob_pass:.2f} of "
+        f"activations, {'with vLLM asleep' if cfg.rollout.enable_sleep_mode else 'next to the vLLM share'} "
+        "(counted in the peak)",
         "# gpus  weights  grads  optimizer    ref  activations  vllm (kv cache)   peak  fits",
     ]
     for n in (world_size,) if world_size else REPORT_WORLD_SIZES:

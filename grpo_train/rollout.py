@@ -4,7 +4,7 @@ Both engines have the same two-method interface, used by the trainer once per GR
 
     engine = make_engine(cfg, seed=cfg.run.seed)
     spec = SamplingSpec.from_config(cfg.rollout, n=cfg.algorithm.group_size,
-                                    seed=rollout_seed(cfg.run.seed, step, rank))
+                                    seed=rollout_seed(cfg.run.seed, step, group.index))
     rollouts = engine.generate(prompt_token_ids, spec)     # len(prompts) * n Rollout records, prompt-major
     ...learner update...
     engine.load_weights(hf_weights(learner_module))        # push the new weights, no restart
@@ -33,10 +33,10 @@ Placement and memory (GPU; on CPU sleep mode is accepted and ignored by vLLM, so
 the engine is colocated in every training process. Under torchrun it runs SPMD with
 `distributed_executor_backend="external_launcher"`: each rank builds its own `LLM`, and with
 `tensor_parallel_size > 1` consecutive ranks form one tensor-parallel engine (they must pass the same
-prompts and seeds). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
+prompts and seeds: `EngineGroup`). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
 shards) stay resident, vLLM holds its weight copy plus a KV cache sized so that its total stays within
-`gpu_memory_utilization` of the GPU. With `enable_sleep_mode`, `sleep()` before the update offloads
-vLLM's weights to host memory and frees its KV cache (level 1), so the learner's activations and
+`gpu_memory_utilization` of the GPU. With `enable_sleep_mode`, `sleep()` before the learner's passes (old and
+reference log-probs, update) discards vLLM's weights and KV cache (level 2), so the learner's activations and
 gathered ZeRO-3 parameters get the whole GPU; `load_weights` wakes the weights, pushes the new tensors,
 then wakes the KV cache. Choose `gpu_memory_utilization` so that learner state + vLLM fits: with ZeRO-3
 fp32 AdamW the resident learner state is about 16 bytes per parameter / number of ranks.
@@ -45,6 +45,7 @@ fp32 AdamW the resident learner state is about 16 bytes per parameter / number o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grpo_train.config import Config, RolloutConfig
+from grpo_train.config import Config, ConfigError, RolloutConfig
 from grpo_train.models import resolve_model
 
 # ----------------------------------------------------------------------------------------------------
@@ -99,7 +100,78 @@ def rollout_seed(*keys: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------
+# Engine groups: which prompts a rank generates, and which completions it keeps
+
+
+@dataclass(frozen=True)
+class EngineGroup:
+    """The ranks that run one vLLM engine together (rollout.tensor_parallel_size of them), seen from one rank.
+
+    Under torchrun, vLLM's external launcher makes ranks [g * size, (g + 1) * size) one tensor-parallel engine,
+    and each of them runs its own scheduler over its shard of the model: they must submit identical requests
+    with identical seeds, or the engine hangs or mixes prompts. So every rank of a group generates the group's
+    prompts, seeded by the group, and keeps every size-th prompt with all its G completions for its rewards and
+    its update; a group of G completions never straddles two ranks. With size 1 a group is a rank: prompts
+    [rank::world] and seeds by rank, exactly as without tensor parallelism.
+
+        group = EngineGroup.of(rank=3, world=4, size=2)     # engine 1 of 2, second rank in it
+        group.prompts(batch)                                 # batch[1::2]: what engine 1 generates
+        group.share(group.prompts(batch))                    # batch[3::4]: what this rank trains on
+        group.share_rollouts(engine.generate(...))           # their completions, prompt_index into the share
+    """
+
+    index: int  # which engine this rank belongs to, 0 .. count - 1
+    rank_in_group: int  # 0 .. size - 1
+    size: int  # ranks per engine: rollout.tensor_parallel_size
+    count: int  # engines: world // size
+
+    @classmethod
+    def of(cls, rank: int, world: int, size: int) -> EngineGroup:
+        if world % size:
+            raise ConfigError(f"rollout.tensor_parallel_size: {size} must divide the number of ranks ({world}): "
+                              "each vLLM engine spans that many consecutive ranks")
+        return cls(index=rank // size, rank_in_group=rank % size, size=size, count=world // size)
+
+    def prompts(self, items: list) -> list:
+        """The group's part of a list every rank holds in the same order (a step's prompts, the eval problems)."""
+        return items[self.index :: self.count]
+
+    def share(self, group_items: list) -> list:
+        """This rank's part of one-per-prompt items of the group (its problems, its eval results)."""
+        return group_items[self.rank_in_group :: self.size]
+
+    def share_rollouts(self, rollouts: list[Rollout]) -> list[Rollout]:
+        """The completions of this rank's share of the group's prompts, prompt_index counted within the share."""
+        return [dataclasses.replace(r, prompt_index=r.prompt_index // self.size)
+                for r in rollouts if r.prompt_index % self.size == self.rank_in_group]
+
+
+# ----------------------------------------------------------------------------------------------------
 # vLLM engine
+
+
+def llm_args(model_path: str, *, dtype: str, max_model_len: int, seed: int, cpu_kvcache_gb: float,
+             gpu_memory_utilization: float, tensor_parallel_size: int, enable_sleep_mode: bool, on_gpu: bool,
+             world_size: int) -> dict:
+    """The keyword arguments of `vllm.LLM` for a colocated engine; tests/test_gpu_api.py checks the GPU set
+    against the installed vLLM's EngineArgs."""
+    args = dict(model=model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
+                tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs",
+                use_tqdm_on_load=False)  # a progress bar per engine start; the run's log has no use for it
+    if world_size > 1:
+        args["distributed_executor_backend"] = "external_launcher"  # one engine per torchrun rank (SPMD)
+    if on_gpu:
+        args.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
+    else:
+        # The same bytes VLLM_CPU_KVCACHE_SPACE would set, but fractional GiB are allowed.
+        # Eager: on CPU torch.compile added ~2 min of start-up and was slower for these small models.
+        # No chunked prefill: per-request seeds crash it on CPU (module docstring).
+        # Blocks of 32 tokens instead of the CPU default 128: the prefix cache reuses whole blocks only,
+        # and a few-shot prompt's shared part (~240 tokens in the demo) then is 7/8 cached, not 1/2;
+        # this halved the demo's 200-problem eval prefill (12 s -> 6 s, bf16) at equal decode speed.
+        args.update(kv_cache_memory_bytes=int(cpu_kvcache_gb * 2**30), enforce_eager=True, block_size=32,
+                    enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 4096))
+    return args
 
 
 class VLLMEngine:
@@ -130,23 +202,10 @@ class VLLMEngine:
         from vllm import LLM
 
         on_gpu = torch.cuda.is_available()
-        args = dict(model=model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
-                    tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs",
-                    use_tqdm_on_load=False)  # a progress bar per engine start; the run's log has no use for it
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            args["distributed_executor_backend"] = "external_launcher"  # one engine per torchrun rank (SPMD)
-        if on_gpu:
-            args.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
-        else:
-            # The same bytes VLLM_CPU_KVCACHE_SPACE would set, but fractional GiB are allowed.
-            # Eager: on CPU torch.compile added ~2 min of start-up and was slower for these small models.
-            # No chunked prefill: per-request seeds crash it on CPU (module docstring).
-            # Blocks of 32 tokens instead of the CPU default 128: the prefix cache reuses whole blocks only,
-            # and a few-shot prompt's shared part (~240 tokens in the demo) then is 7/8 cached, not 1/2;
-            # this halved the demo's 200-problem eval prefill (12 s -> 6 s, bf16) at equal decode speed.
-            args.update(kv_cache_memory_bytes=int(cpu_kvcache_gb * 2**30), enforce_eager=True, block_size=32,
-                        enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 4096))
-        self.llm = LLM(**args)
+        self.llm = LLM(**llm_args(model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
+                                  cpu_kvcache_gb=cpu_kvcache_gb, gpu_memory_utilization=gpu_memory_utilization,
+                                  tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=enable_sleep_mode,
+                                  on_gpu=on_gpu, world_size=int(os.environ.get("WORLD_SIZE", "1"))))
         self.sleep_mode = on_gpu and enable_sleep_mode
         self.asleep = False
 
@@ -155,7 +214,9 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        self.wake_up()  # no-op unless sleep() freed the engine's memory
+        if self.asleep:
+            raise RuntimeError("VLLMEngine.generate after sleep(): the weights were discarded (sleep level 2); "
+                               "push the learner's weights with load_weights first, which wakes the engine")
         # Cached prefixes from earlier batches would be reused with other batch shapes and rounding;
         # starting empty keeps a batch's output a function of (weights, prompts, spec) alone.
         self.llm.reset_prefix_cache()
@@ -205,15 +266,20 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
 
     def sleep(self) -> None:
-        """Free vLLM's GPU memory for the learner's update (no-op on CPU or without sleep mode)."""
-        if self.sleep_mode:
-            self.llm.sleep(level=1)  # level 1 keeps a host copy of the weights, so wake_up is always safe
-            self.asleep = True
+        """Free vLLM's GPU memory for the learner's passes (no-op on CPU or without sleep mode).
 
-    def wake_up(self) -> None:
-        if self.asleep:
-            self.llm.wake_up()
-            self.asleep = False
+        Level 2 discards the weights, where level 1 would copy them to pinned host memory at every step (15 GB
+        per rank for a 7B model in bf16) only for `load_weights` to overwrite them after the wake. Read in
+        vLLM 0.32.0 (v1/worker/gpu_worker.py, device_allocator/sleep_mode_backend.py, model_loader/reload/):
+        at level 2 the worker copies the model's buffers (rotary cos/sin cache, attention scales) to host memory
+        and puts them back on `wake_up(["weights"])`, before `reload_weights` runs; `reload_weights` loads every
+        parameter the stream names (hf_weights yields all of them) and re-runs each layer's weight processing;
+        the runtime and CUDA-graph pools are kept at every level. The engine therefore cannot generate until
+        `load_weights` has run (generate refuses).
+        """
+        if self.sleep_mode:
+            self.llm.sleep(level=2)
+            self.asleep = True
 
     def close(self) -> None:
         """Shut the engine down. vLLM also tears down torch.distributed here, so call it at the very end."""

@@ -5,8 +5,9 @@
 
 Each rank holds a colocated vLLM engine and a DeepSpeed learner. Per step:
 data -> rollout -> reward -> advantage -> old/ref logprobs -> update -> weight sync -> log -> eval -> checkpoint.
-Every rank rolls out its own share of the step's prompts; a group's advantages need only its own G rewards,
-so ranks talk only inside DeepSpeed (gradients) and to average the logged metrics.
+Every rank rolls out its own share of the step's prompts (with rollout.tensor_parallel_size > 1 the ranks of one
+vLLM engine generate their prompts together and split the completions); a group's advantages need only its own
+G rewards, so ranks talk only inside DeepSpeed (gradients), inside vLLM and to average the logged metrics.
 
 Deviations from DeepSeekMath's GRPO, all configurable: the default loss aggregation is `token_mean` (DAPO)
 rather than the per-sequence mean; the old-policy log-probs are not recomputed when the update is on-policy
@@ -35,7 +36,7 @@ from grpo_train.models import resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards import reward_functions
-from grpo_train.rollout import SamplingSpec, hf_weights, make_engine, rollout_seed
+from grpo_train.rollout import EngineGroup, SamplingSpec, hf_weights, make_engine, rollout_seed
 from grpo_train.verifier_pool import VerifierPool, function_errors, function_sums, function_values
 
 
@@ -152,9 +153,11 @@ def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Conf
             "config": to_dict(cfg)}
 
 
-def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, rank: int, world: int) -> dict[str, float]:
-    """Greedy accuracy on the held-out problems, each rank scoring its own share; the reward functions' means."""
-    items = run_eval(engine, tokenizer, renderer, pool, problems[rank::world], RewardConfig(), cfg.rollout.max_tokens)
+def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, group: EngineGroup) -> dict[str, float]:
+    """Greedy accuracy on the held-out problems: each engine decodes its part, each rank scores its own share;
+    the reward functions' means."""
+    items = group.share(run_eval(engine, tokenizer, renderer, pool, group.prompts(problems), RewardConfig(),
+                                 cfg.rollout.max_tokens))
     sums = {
         **function_sums([i.functions for i in items], pool.functions, "eval/fn/"),
         "eval/accuracy": (sum(i.greedy_correct for i in items), len(items)),
@@ -164,9 +167,9 @@ def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, rank: int
     }
     # Breakdowns (synthetic category, MATH level): the keys come from the whole set so every rank has them all.
     for key in ("category", "level"):
-        for group in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
-            mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == group]
-            sums[f"eval/{key}/{group}"] = (sum(mine), len(mine))
+        for value in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
+            mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == value]
+            sums[f"eval/{key}/{value}"] = (sum(mine), len(mine))
     return global_means(sums)
 
 
@@ -178,6 +181,7 @@ def train(cfg: Config) -> Path:
     if a.prompts_per_step % world:
         raise ConfigError(f"algorithm.prompts_per_step: {a.prompts_per_step} must be a multiple of the "
                           f"{world} ranks (each rank rolls out an equal share)")
+    group = EngineGroup.of(rank, world, cfg.rollout.tensor_parallel_size)  # the ranks sharing one vLLM engine
     run_dir, run_dir_note = prepare_run_dir(cfg) if rank == 0 else (Path(cfg.run.output_dir), None)
     dist.barrier()  # the other ranks use the folder once rank 0 has claimed it
     seed_everything(cfg.run.seed + rank)
@@ -200,7 +204,7 @@ def train(cfg: Config) -> Path:
     # Learner (DeepSpeed), rollout engine (vLLM, colocated), verifier pool
     optimizer_steps = cfg.run.steps * a.num_iterations * a.mini_batches
     learner = Learner(cfg, model_path, optimizer_steps)
-    engine = make_engine(cfg, seed=cfg.run.seed + rank)
+    engine = make_engine(cfg, seed=cfg.run.seed + group.index)
     verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s,
                             functions=reward_functions(cfg.reward))
     reported_failures: set[str] = set()  # reward functions whose first error / timeout has been printed
@@ -228,23 +232,26 @@ def train(cfg: Config) -> Path:
     # Rows after the resumed step (all rows, on a fresh start) are from an attempt that was cut short.
     logger.truncate_after(start_step if resume_from is not None else -1)
     if resume_from is None and eval_problems:
-        before = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, rank, world)
+        before = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group)
         logger.log(0, before)
         logger.print(f"eval before training: accuracy {before['eval/accuracy']:.3f} on {len(eval_problems)}")
 
     for step in range(start_step + 1, cfg.run.steps + 1):
         t_step = time.perf_counter()
         # --------------------------------------------------------------------------------------------
-        # 1. Prompts: the step's batch, this rank's share
-        problems = sampler.next_batch(a.prompts_per_step)[rank::world]
-        prompt_ids = [renderer.check_length(p, max_prompt_tokens) for p in problems]
+        # 1. Prompts: the step's batch; this rank's engine generates its part, the rank trains on a share of that
+        group_problems = group.prompts(sampler.next_batch(a.prompts_per_step))
+        problems = group.share(group_problems)
+        prompt_ids = [renderer.check_length(p, max_prompt_tokens) for p in group_problems]
 
         # --------------------------------------------------------------------------------------------
         # 2. Rollout: G completions per prompt, with the sampler's log-probs
         t0 = time.perf_counter()
-        # The seed depends only on (run seed, step, rank): a resumed run regenerates the same rollouts.
-        spec = SamplingSpec.from_config(cfg.rollout, n=a.group_size, seed=rollout_seed(cfg.run.seed, step, rank))
-        rollouts = engine.generate(prompt_ids, spec)  # prompt-major: G consecutive rollouts per prompt
+        # The seed depends only on (run seed, step, engine): a resumed run regenerates the same rollouts, and the
+        # ranks of a tensor-parallel engine submit identical requests.
+        spec = SamplingSpec.from_config(cfg.rollout, n=a.group_size,
+                                        seed=rollout_seed(cfg.run.seed, step, group.index))
+        rollouts = group.share_rollouts(engine.generate(prompt_ids, spec))  # prompt-major: G consecutive per prompt
         t_rollout = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
@@ -265,8 +272,9 @@ def train(cfg: Config) -> Path:
         zero_var = float(algorithms.zero_variance_fraction(rewards, a.group_size))
 
         # --------------------------------------------------------------------------------------------
-        # 5. Old and reference log-probs (no gradient)
+        # 5. Old and reference log-probs (no gradient), with vLLM asleep
         t0 = time.perf_counter()
+        engine.sleep()  # GPU sleep mode: free vLLM's memory for the learner (load_weights wakes it; CPU: no-op)
         batch = make_update_batch([r.prompt_token_ids for r in rollouts], [r.completion_token_ids for r in rollouts],
                                   [r.logprobs for r in rollouts], advantages, pad_id=tokenizer.pad_token_id,
                                   truncated=[r.truncated for r in rollouts])
@@ -279,7 +287,6 @@ def train(cfg: Config) -> Path:
         # --------------------------------------------------------------------------------------------
         # 6. Update: mu passes, mini-batches, micro-batches with a global loss normaliser
         t0 = time.perf_counter()
-        engine.sleep()  # GPU sleep mode: free vLLM's memory for the update (load_weights wakes it; CPU: no-op)
         update_stats = learner.update(batch)
         t_update = time.perf_counter() - t0
 
@@ -326,7 +333,7 @@ def train(cfg: Config) -> Path:
         # --------------------------------------------------------------------------------------------
         # 9. Eval: every eval_every steps and after the last one (in the same metrics row)
         if eval_problems and (step == cfg.run.steps or (cfg.run.eval_every and step % cfg.run.eval_every == 0)):
-            metrics.update(evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, rank, world))
+            metrics.update(evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group))
         logger.log(step, metrics)
 
         # --------------------------------------------------------------------------------------------

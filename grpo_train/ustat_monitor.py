@@ -34,7 +34,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from grpo_train.analysis import prompt_moments
-from grpo_train.config import Config, group_size_candidates, rollouts_per_step
+from grpo_train.config import Config, ConfigError, group_size_candidates, rollouts_per_step
 
 MIN_GROUP_SIZE = 4  # c3 needs four distinct completions of a prompt
 
@@ -145,9 +145,10 @@ class Estimate:
 def estimate(records: list[StepPrompts], budget: int, candidates: list[int], resamples: int, level: float,
              seed: int) -> Estimate | None:
     """The window's components, G* and relative MSE per candidate, with percentile intervals; None without a
-    usable c1 (fewer than two prompts in every step)."""
+    usable c1 (fewer than two prompts in every step) or without any signal (every group's rewards equal: every
+    component 0, no G is better than another)."""
     point = pooled_components(records)
-    if not all(math.isfinite(float(c)) for c in point):
+    if not all(math.isfinite(float(c)) for c in point) or not float(predicted_mse(*point, candidates, budget).max()):
         return None
     generator = torch.Generator().manual_seed(seed)
     boot = pooled_components(records, bootstrap_weights(records, resamples, generator))
@@ -156,6 +157,7 @@ def estimate(records: list[StepPrompts], budget: int, candidates: list[int], res
     tail = (1 - level) / 2
 
     def triple(value: Tensor, samples: Tensor) -> list[float]:
+        samples = samples[~samples.isnan()]  # a resample of prompts without any signal has no relative MSE
         if samples.numel() == 0:
             return [float(value), float("nan"), float("nan")]
         # "lower" / "higher": no interpolation, so infinite G* in some resamples stays a valid bound.
@@ -188,6 +190,20 @@ def mixed_groups(rewards: Tensor) -> Tensor:
     return rewards.amax(dim=1) != rewards.amin(dim=1)
 
 
+def group_sketches(rewards: Tensor, sketches: Tensor, scored: Tensor,
+                   starts: list[int | None]) -> tuple[Tensor, Tensor, Tensor]:
+    """The step's groups for `UstatMonitor.observe`: rewards [B, G] of this rank's groups, the update batch's
+    sketches [n, D] and scored [n], and each group's first row in the batch (None: not in it, e.g. dropped by
+    dynamic sampling). Returns (rewards, scores [B, G, D], scored [B, G])."""
+    num_groups, group_size = rewards.shape
+    scores = torch.zeros(num_groups, group_size, sketches.shape[1], dtype=torch.float64)
+    has = torch.zeros(num_groups, group_size, dtype=torch.bool)
+    for g, start in enumerate(starts):
+        if start is not None:
+            scores[g], has[g] = sketches[start: start + group_size], scored[start: start + group_size]
+    return rewards, scores, has
+
+
 def _seed(*keys: int) -> int:
     return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1)[0])
 
@@ -209,6 +225,10 @@ class UstatMonitor:
         if self.auto:
             self.budget = rollouts_per_step(a)
             self.candidates = group_size_candidates(a, world)
+            if not self.candidates:
+                raise ConfigError(f"algorithm.rollouts_per_step: N = {self.budget} has no group size G in "
+                                  f"[max(4, {a.group_size_min}), {a.group_size_max or self.budget // 2}] whose "
+                                  f"B = N / G >= 2 prompts split evenly over the {world} ranks")
             # Start at the configured G if feasible, else at the feasible G nearest to it (on a log scale).
             self.group_size = min(self.candidates, key=lambda g: (abs(math.log(g / a.group_size)), g))
         else:
@@ -230,7 +250,8 @@ class UstatMonitor:
                        _seed(self.seed, step, 1))
         old = self.group_size
         if est is None:
-            reason = f"step {step}: G stays {old}: no estimate yet (no step with two prompts in the window)"
+            reason = (f"step {step}: G stays {old}: no estimate (no step with two prompts in the window, or no group "
+                      "with mixed rewards in it)")
         else:
             self.group_size = est.best
             table = ", ".join(f"G={g}: {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"

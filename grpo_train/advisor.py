@@ -61,6 +61,7 @@ from grpo_train.models import resolve_model
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards import reward_functions
 from grpo_train.rollout import Rollout, SamplingSpec, make_engine, rollout_seed
+from grpo_train.score_sketch import sketch_factors, sketch_products
 from grpo_train.verifier_pool import VerifierPool
 
 PROJECTIONS = ("down_proj", "o_proj")  # a weight matrix of the last decoder layer
@@ -119,9 +120,8 @@ class ScoreProjector:
         self.temperature = temperature
         self.micro_batch = micro_batch
         out_features, in_features = self.layer.weight.shape
-        generator = torch.Generator().manual_seed(seed)
-        self.out_factors = torch.randn(out_features, dim, generator=generator)  # u_d as columns
-        self.in_factors = torch.randn(in_features, dim, generator=generator)  # v_d as columns
+        # u_d, v_d as columns; the same factors as the learner's online sketch at the same seed and D
+        self.out_factors, self.in_factors = sketch_factors(out_features, in_features, dim, seed)
         self.dim = dim
 
     def group_scores(self, prompt: list[int], completions: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -171,9 +171,8 @@ class ScoreProjector:
         token_logp, _ = token_logprobs_from_logits(logits, targets[valid], self.temperature)  # [n_valid]
         # Rows never interact, so one backward of the sum gives every row's own output gradient.
         (delta,) = torch.autograd.grad(token_logp.sum(), captured["output"])  # [rows, width, out]
-        projected_delta = delta @ self.out_factors  # [rows, width, D]
-        projected_input = captured["input"] @ self.in_factors  # [rows, width, D]; delta is 0 at padding
-        scores = (projected_delta * projected_input).sum(1) / math.sqrt(self.dim)  # [rows, D]
+        # delta is 0 at padding, so the per-position products sum to each row's sketch
+        scores = sketch_products(delta, captured["input"], self.out_factors, self.in_factors).sum(1)  # [rows, D]
         row_of_token = valid.nonzero()[:, 0]
         logp = torch.zeros(rows, dtype=token_logp.dtype).index_add_(0, row_of_token, token_logp.detach())
         return scores, logp

@@ -252,24 +252,34 @@ def monte_carlo_minibatch_mse(
 # ---------------------------------------------------------------------------------------------------
 # The group-size advisor (Theorem 7) from sampled rewards and projected scores
 # ---------------------------------------------------------------------------------------------------
-def estimate_variance_components(rewards: Tensor, scores: Tensor) -> VarianceComponents:
-    """Unbiased estimates of c1, c2, c3 from P prompts drawn i.i.d. with G >= 4 completions each.
+@dataclass(frozen=True)
+class PromptMoments:
+    """Unbiased per-prompt moments of the kernel h (see estimate_variance_components); one entry per prompt."""
 
-    rewards: [P, G]; scores: [P, G, D], any fixed linear projection of grad log pi(o | q) (the components
-    then describe the MSE of the projected gradient). With h_ij = h(z_i, z_j), every needed moment is a
-    U-statistic over distinct indices of one prompt's group:
-      E||h_12||^2           = sum_{i != j} ||h_ij||^2 / (G (G-1))                =: A / (G (G-1))
-      E<h_12, h_13>         = sum over distinct (i, j, k) of <h_ij, h_ik> / (G (G-1) (G-2)) =: Q / ...
-      ||grad J(q)||^2 = E<h_12, h_34>  = sum over distinct (i, j, k, l) / (G (G-1) (G-2) (G-3))
-    and zeta_1 = E<h_12, h_13> - ||grad J(q)||^2, zeta_2 = E||h_12||^2 - ||grad J(q)||^2 give
-    c2 = E_q 4 zeta_1 and c3 = E_q 2 (zeta_2 - 2 zeta_1). The sums come from row sums T_i = sum_j h_ij,
-    which are linear in r and s, and a G x G Gram matrix, so memory is O(P G (G + D)), not O(P G^2 D).
-    c1 = E_q ||grad J(q)||^2 - ||grad J||^2, the second term from products of the per-prompt U-statistics
-    of two different (independent) prompts. Small estimates can come out negative from noise.
-    """
+    kernel_sq: Tensor  # [P] E||h_12||^2
+    overlap: Tensor  # [P] E<h_12, h_13>
+    grad_sq: Tensor  # [P] ||grad J(q)||^2 = E<h_12, h_34>
+    u_stats: Tensor  # [P, D] the prompt's GRPO (leave-one-out) gradient, the U-statistic with kernel h
+
+    @property
+    def first_order(self) -> Tensor:
+        """[P] 4 zeta_1 = 4 (E<h_12, h_13> - ||grad J(q)||^2), the prompt's share of c2."""
+        return 4 * (self.overlap - self.grad_sq)
+
+    @property
+    def second_order(self) -> Tensor:
+        """[P] 2 (zeta_2 - 2 zeta_1) = 2 (E||h_12||^2 - 2 E<h_12, h_13> + ||grad J(q)||^2), its share of c3."""
+        return 2 * (self.kernel_sq - 2 * self.overlap + self.grad_sq)
+
+
+def prompt_moments(rewards: Tensor, scores: Tensor) -> PromptMoments:
+    """The per-prompt U-statistics behind estimate_variance_components. rewards: [P, G]; scores: [P, G, D]; G >= 4.
+
+    A prompt whose G rewards are all equal has h = 0 for every pair, so all its moments are exactly 0
+    whatever its scores: such a group needs no scores at all."""
     num_prompts, group_size = rewards.shape
-    if group_size < 4 or num_prompts < 2:
-        raise ValueError(f"need at least 2 prompts with 4 completions each, got {tuple(rewards.shape)}")
+    if group_size < 4:
+        raise ValueError(f"need 4 completions per prompt (c3 needs four distinct ones), got {group_size}")
     g = group_size
     r = rewards.to(torch.float64)  # [P, G]
     s = scores.to(torch.float64)  # [P, G, D]
@@ -289,16 +299,39 @@ def estimate_variance_components(rewards: Tensor, scores: Tensor) -> VarianceCom
     shared_one_sum = row_sums.square().sum(dim=(1, 2)) - kernel_sq_sum  # Q: [P]
     # Ordered pairs of ordered pairs: 2 share both indices, 4 ways share exactly one, the rest are disjoint.
     disjoint_sum = total.square().sum(-1) - 4 * shared_one_sum - 2 * kernel_sq_sum  # [P]
-    kernel_sq = kernel_sq_sum / (g * (g - 1))
-    overlap = shared_one_sum / (g * (g - 1) * (g - 2))
-    grad_sq = disjoint_sum / (g * (g - 1) * (g - 2) * (g - 3))
-    zeta1, zeta2 = overlap - grad_sq, kernel_sq - grad_sq
-    u_stats = total / (g * (g - 1))  # [P, D] per-prompt GRPO (leave-one-out) gradient
+    return PromptMoments(
+        kernel_sq=kernel_sq_sum / (g * (g - 1)),
+        overlap=shared_one_sum / (g * (g - 1) * (g - 2)),
+        grad_sq=disjoint_sum / (g * (g - 1) * (g - 2) * (g - 3)),
+        u_stats=total / (g * (g - 1)),
+    )
+
+
+def estimate_variance_components(rewards: Tensor, scores: Tensor) -> VarianceComponents:
+    """Unbiased estimates of c1, c2, c3 from P prompts drawn i.i.d. with G >= 4 completions each.
+
+    rewards: [P, G]; scores: [P, G, D], any fixed linear projection of grad log pi(o | q) (the components
+    then describe the MSE of the projected gradient). With h_ij = h(z_i, z_j), every needed moment is a
+    U-statistic over distinct indices of one prompt's group (`prompt_moments`):
+      E||h_12||^2           = sum_{i != j} ||h_ij||^2 / (G (G-1))                =: A / (G (G-1))
+      E<h_12, h_13>         = sum over distinct (i, j, k) of <h_ij, h_ik> / (G (G-1) (G-2)) =: Q / ...
+      ||grad J(q)||^2 = E<h_12, h_34>  = sum over distinct (i, j, k, l) / (G (G-1) (G-2) (G-3))
+    and zeta_1 = E<h_12, h_13> - ||grad J(q)||^2, zeta_2 = E||h_12||^2 - ||grad J(q)||^2 give
+    c2 = E_q 4 zeta_1 and c3 = E_q 2 (zeta_2 - 2 zeta_1). The sums come from row sums T_i = sum_j h_ij,
+    which are linear in r and s, and a G x G Gram matrix, so memory is O(P G (G + D)), not O(P G^2 D).
+    c1 = E_q ||grad J(q)||^2 - ||grad J||^2, the second term from products of the per-prompt U-statistics
+    of two different (independent) prompts. Small estimates can come out negative from noise.
+    """
+    num_prompts = rewards.shape[0]
+    if rewards.shape[1] < 4 or num_prompts < 2:
+        raise ValueError(f"need at least 2 prompts with 4 completions each, got {tuple(rewards.shape)}")
+    moments = prompt_moments(rewards, scores)
+    u_stats = moments.u_stats  # [P, D]
     cross = (u_stats.sum(0).square().sum() - u_stats.square().sum()) / (num_prompts * (num_prompts - 1))
     return VarianceComponents(
-        between_prompt=float(grad_sq.mean() - cross),
-        first_order=float((4 * zeta1).mean()),
-        second_order=float((2 * (zeta2 - 2 * zeta1)).mean()),
+        between_prompt=float(moments.grad_sq.mean() - cross),
+        first_order=float(moments.first_order.mean()),
+        second_order=float(moments.second_order.mean()),
     )
 
 

@@ -179,6 +179,21 @@ class AlgorithmConfig:
                        "constant normaliser, rollout.max_tokens per sequence; alone it keeps the grpo advantage)")
     num_iterations: int = _f(1, "mu: passes over each rollout batch")
     mini_batches: int = _f(1, "optimizer steps per pass over a rollout batch")
+    # Group size chosen while training, and dynamic sampling (docs/u-statistics.md)
+    group_size_auto: bool = _f(False, "choose G every group_size_every steps: the G with the smallest gradient MSE "
+                               "predicted by the U-statistic monitor at rollouts_per_step completions per step, "
+                               "starting from group_size (or the nearest feasible G); YAML `group_size: auto` sets it")
+    rollouts_per_step: int = _f(0, "N: completions per step with group_size_auto (B = N / G prompts); "
+                                "0 = prompts_per_step * group_size")
+    group_size_min: int = _f(4, "smallest G group_size_auto may choose (>= 4: the monitor needs 4 completions "
+                             "per prompt to separate c1, c2 and c3)")
+    group_size_max: int = _f(0, "largest G group_size_auto may choose; 0 = N / 2 (at least 2 prompts per step)")
+    group_size_every: int = _f(4, "K: steps between group_size_auto's choices")
+    dynamic_sampling: str = _f("off", "off; dapo: draw further prompts until the step holds B groups with mixed "
+                               "rewards (DAPO); filter: keep only the mixed groups of the step's rollouts (no extra "
+                               "rollouts). The loss normaliser counts what is kept")
+    dynamic_sampling_max_rounds: int = _f(4, "dapo: most extra rounds of B prompts per step; the step then trains "
+                                          "on the mixed groups it has")
 
 
 # The coupled keys of each published recipe (docs/algorithm.md has the table and the sources). `algorithm.preset`
@@ -252,6 +267,18 @@ class RunConfig:
 
 
 @dataclass
+class UstatConfig:
+    enabled: bool = _f(False, "the online U-statistic monitor: c1, c2, c3 of the gradient-MSE law from the learner's "
+                       "own backward, logged under ustat/ (always on with algorithm.group_size_auto)")
+    projection: str = _f("o_proj", "the last decoder layer's linear layer whose weight gradient is sketched: "
+                         "o_proj or down_proj (down_proj not with learner.compile)")
+    dim: int = _f(256, "D: dimension of the random sketch of that layer's gradient (the advisor's --dim)")
+    window: int = _f(8, "steps pooled in the estimates")
+    resamples: int = _f(200, "bootstrap resamples over prompts for the intervals")
+    level: float = _f(0.9, "coverage of the bootstrap intervals")
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -260,6 +287,83 @@ class Config:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    ustat: UstatConfig = field(default_factory=UstatConfig)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The U-statistic monitor, group_size auto and dynamic sampling: derived values and checks
+
+
+def ustat_monitor_on(cfg: Config) -> bool:
+    """Whether the run keeps the U-statistic monitor (asked for, or needed by group_size_auto)."""
+    return cfg.ustat.enabled or cfg.algorithm.group_size_auto
+
+
+def rollouts_per_step(a: AlgorithmConfig) -> int:
+    """N, the completions per step that group_size_auto keeps fixed."""
+    return a.rollouts_per_step or a.prompts_per_step * a.group_size
+
+
+def group_size_candidates(a: AlgorithmConfig, world: int = 1) -> list[int]:
+    """The G that group_size_auto may choose: divisors of N within [group_size_min, group_size_max], at least 4
+    (the monitor's c3 needs 4 completions of a prompt), leaving B = N / G >= 2 prompts (c1 compares two prompts of
+    a step) that split evenly over the ranks."""
+    n = rollouts_per_step(a)
+    high = a.group_size_max or n // 2
+    return [g for g in range(max(4, a.group_size_min), high + 1)
+            if n % g == 0 and n // g >= 2 and (n // g) % world == 0]
+
+
+def _group_size_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:
+    """algorithm.group_size: auto -> group_size_auto: true (G itself starts at its default)."""
+    if values.get("group_size") != "auto":
+        return values
+    return {**{k: v for k, v in values.items() if k != "group_size"}, "group_size_auto": True}
+
+
+def _ustat_problems(c: Config) -> list[tuple[str, str]]:
+    """(key, what is wrong) for the monitor, group_size_auto and dynamic sampling settings."""
+    a, u = c.algorithm, c.ustat
+    problems = []
+    if a.dynamic_sampling not in ("off", "dapo", "filter"):
+        problems.append(("algorithm.dynamic_sampling", f"{a.dynamic_sampling!r} is not one of off, dapo, filter"))
+    if a.dynamic_sampling_max_rounds < 0:
+        problems.append(("algorithm.dynamic_sampling_max_rounds", "must be >= 0"))
+    if a.dynamic_sampling == "dapo" and c.rollout.tensor_parallel_size > 1:
+        # The ranks of one engine must submit the same requests; each rank decides alone whether it needs a round.
+        problems.append(("algorithm.dynamic_sampling", "dapo needs rollout.tensor_parallel_size 1 (filter works "
+                         "with any)"))
+    if u.projection not in ("o_proj", "down_proj"):
+        problems.append(("ustat.projection", f"{u.projection!r} is not one of o_proj, down_proj"))
+    for key, ok, need in (("ustat.dim", u.dim >= 1, "must be >= 1"), ("ustat.window", u.window >= 1, "must be >= 1"),
+                          ("ustat.resamples", u.resamples >= 10, "must be >= 10"),
+                          ("ustat.level", 0.0 < u.level < 1.0, "must be in (0, 1)")):
+        if not ok:
+            problems.append((key, need))
+    if ustat_monitor_on(c):
+        if c.model.gradient_checkpointing:  # recomputation would run the hooked layer's forward a second time
+            problems.append(("ustat.enabled", "does not work with model.gradient_checkpointing"))
+        if u.projection == "down_proj" and c.learner.compile:  # its hooks would sit inside the compiled MLP
+            problems.append(("ustat.projection", "down_proj sits in the compiled MLP with learner.compile; use o_proj"))
+    n = rollouts_per_step(a)
+    if a.rollouts_per_step and not a.group_size_auto and a.rollouts_per_step != a.prompts_per_step * a.group_size:
+        problems.append(("algorithm.rollouts_per_step", f"{a.rollouts_per_step} is used only with group_size auto "
+                         f"(here B * G = {a.prompts_per_step * a.group_size}); set 0 or algorithm.group_size=auto"))
+    if a.group_size_auto:
+        if a.group_size_every < 1:
+            problems.append(("algorithm.group_size_every", "must be >= 1"))
+        if not group_size_candidates(a):
+            problems.append(("algorithm.group_size_min", f"no group size G >= max(4, {a.group_size_min}) up to "
+                             f"{a.group_size_max or n // 2} divides algorithm.rollouts_per_step N = {n} leaving "
+                             "at least 2 prompts per step; widen the bounds or change N"))
+        if n % a.mini_batches:
+            problems.append(("algorithm.mini_batches", f"{a.mini_batches} must divide rollouts_per_step N = {n}"))
+    if a.dynamic_sampling != "off":
+        sizes = group_size_candidates(a) if a.group_size_auto else [a.group_size]
+        if any(g % a.mini_batches for g in sizes):
+            problems.append(("algorithm.mini_batches", f"{a.mini_batches} must divide every group size dynamic "
+                             "sampling may use (it keeps a varying number of whole groups)"))
+    return problems
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -405,6 +509,8 @@ class Origin:
 def validate(cfg: Config, origin: Origin | str = "<config>") -> None:
     """Raise ConfigError naming the first key whose value is out of range, and where it was set."""
     origin = Origin(origin) if isinstance(origin, str) else origin
+    for key, problem in _ustat_problems(cfg):
+        raise ConfigError(f"{origin.of(key)}: {key}: {problem}")
     for key, allowed in _CHOICES.items():
         value = get_key(cfg, key)
         if value not in allowed:
@@ -547,6 +653,7 @@ def _convert_scalar(value: Any, tp: Any) -> Any:
 def _build(cls: type, values: dict[str, Any], prefix: str, origin: Origin) -> Any:
     hints = typing.get_type_hints(cls)
     docs = {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
+    values = _group_size_auto_yaml(values) if cls is AlgorithmConfig else values
     kwargs = {}
     for name, value in values.items():
         key = f"{prefix}.{name}" if prefix else str(name)

@@ -47,16 +47,17 @@ def compile_model(model: torch.nn.Module) -> None:
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
-                   temperature: float, with_entropy: bool = False,
-                   share_prompts: bool = False) -> tuple[Tensor, Tensor | None]:
+                   temperature: float, with_entropy: bool = False, share_prompts: bool = False,
+                   pack_last_prompt_token: bool = False) -> tuple[Tensor, Tensor | None]:
     """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
 
     input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
     Returns (logp [n, C], entropy [n, C] or None); with share_prompts, 0 on completion padding.
+    pack_last_prompt_token (with share_prompts): see shared_prompt_layout.
     """
     if share_prompts:
         return _token_logprobs_shared_prompts(model, input_ids, attention_mask, completion_len, temperature,
-                                              with_entropy)
+                                              with_entropy, pack_last_prompt_token)
     # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
@@ -101,13 +102,16 @@ class PackedCompletions:
 
 
 def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: int, row_prompt: list[int],
-                     prompt_lengths: list[int]) -> PackedCompletions | None:
+                     prompt_lengths: list[int], last_prompt_token: bool = False) -> PackedCompletions | None:
     """Pack the fed completion tokens of [n, P + C] rows (see PackedCompletions); None if no row feeds any.
 
-    row_prompt: the distinct prompt of each row; prompt_lengths: each distinct prompt's real tokens.
+    row_prompt: the distinct prompt of each row; prompt_lengths: each distinct prompt's real tokens, as run in the
+    prompt pass. last_prompt_token: every segment starts with its prompt's last token (left out of the prompt
+    pass), so a completion of c tokens feeds c tokens and its token t is predicted at its segment's index t.
     """
+    shift = int(last_prompt_token)  # segments start `shift` columns before the completion
     p = input_ids.shape[1] - completion_len
-    fed = [max(0, int(c) - 1) for c in attention_mask[:, p:].sum(1).tolist()]
+    fed = [max(0, int(c) - 1 + shift) if c else 0 for c in attention_mask[:, p:].sum(1).tolist()]
     if max(fed) == 0:
         return None
     capacity = max(max(fed), max(prompt_lengths))
@@ -131,21 +135,51 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
         offset = 0
         for row in rows:
             length = fed[row]
-            tokens[b, offset: offset + length] = input_ids[row, p: p + length]
+            tokens[b, offset: offset + length] = input_ids[row, p - shift: p - shift + length]
             positions[b, offset: offset + length] = torch.arange(length, device=device) + prompt_lengths[prompt]
             segment[b, offset: offset + length] = row
             source.extend(range(b * width + offset, b * width + offset + length))
             target_row.extend([row] * length)
-            target_col.extend(range(1, length + 1))  # fed token t predicts token t + 1
+            target_col.extend(range(1 - shift, length + 1 - shift))  # fed token t predicts token t + 1 - shift
             offset += length
     index = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
     return PackedCompletions(index([prompt for prompt, _ in bins]), tokens, positions, segment, index(source),
                              index(target_row), index(target_col))
 
 
+@dataclass
+class SharedPromptLayout:
+    """Where the shared-prompt pass puts each row of [n, P + C]: its distinct prompt, and the packed rows."""
+
+    distinct_ids: Tensor  # [distinct, P'] the prompts run once each, left-padded (P' = P, or P - 1; see below)
+    distinct_mask: Tensor  # [distinct, P']
+    row_prompt: Tensor  # [n] the distinct prompt of each row
+    packed: PackedCompletions | None  # the completion tokens fed on top of the prompts' cache
+
+
+def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_len: int,
+                         last_prompt_token: bool = False) -> SharedPromptLayout:
+    """The layout of _token_logprobs_shared_prompts.
+
+    By default each distinct prompt is run whole and its last position predicts token 0 of all its completions.
+    With last_prompt_token the prompt pass stops one token short and every packed segment starts with that token:
+    then every position whose logits enter the loss belongs to one completion (one more fed token per completion).
+    The U-statistic monitor (grpo_train/score_sketch.py) needs that to tell completions apart from hooks.
+    """
+    p = input_ids.shape[1] - completion_len
+    prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]
+    distinct, row_prompt = torch.unique(torch.cat([prompt_ids, prompt_mask], 1), dim=0, return_inverse=True)
+    distinct_ids, distinct_mask = distinct[:, :p], distinct[:, p:]
+    if last_prompt_token:  # prompts are left-padded: the last column holds every prompt's last token
+        distinct_ids, distinct_mask = distinct_ids[:, :-1], distinct_mask[:, :-1]
+    packed = pack_completions(input_ids, attention_mask, completion_len, row_prompt.tolist(),
+                              distinct_mask.sum(1).tolist(), last_prompt_token)
+    return SharedPromptLayout(distinct_ids, distinct_mask, row_prompt, packed)
+
+
 def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor,
-                                   completion_len: int, temperature: float,
-                                   with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+                                   completion_len: int, temperature: float, with_entropy: bool,
+                                   last_prompt_token: bool = False) -> tuple[Tensor, Tensor | None]:
     """token_logprobs with every distinct prompt run once and the completions packed on top of it.
 
     GRPO's G completions of a prompt share it, and a few-shot prompt is often ten times longer than the
@@ -156,12 +190,9 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
     forward of the whole sequences (checked against it, with gradients, in tests/test_learner.py).
     """
     n, p = input_ids.shape[0], input_ids.shape[1] - completion_len
-    prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]
-    distinct, row_prompt = torch.unique(torch.cat([prompt_ids, prompt_mask], 1), dim=0, return_inverse=True)
-    distinct_ids, distinct_mask = distinct[:, :p], distinct[:, p:]
-    prompt_lengths = distinct_mask.sum(1)
-    packed = pack_completions(input_ids, attention_mask, completion_len, row_prompt.tolist(),
-                              prompt_lengths.tolist())
+    layout = shared_prompt_layout(input_ids, attention_mask, completion_len, last_prompt_token)
+    distinct_ids, distinct_mask, row_prompt, packed = (layout.distinct_ids, layout.distinct_mask,
+                                                       layout.row_prompt, layout.packed)
     fed_ids = packed.tokens if packed is not None else distinct_ids[:, :0]
     # One embedding lookup for both passes: each lookup's backward builds a dense [vocab, hidden] gradient.
     embeds = model.get_input_embeddings()(torch.cat([distinct_ids.reshape(-1), fed_ids.reshape(-1)]))
@@ -171,8 +202,8 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
     completion = input_ids[:, p:]
     has_tokens = attention_mask[:, p] > 0
     rows = torch.arange(n, device=input_ids.device)[has_tokens]
-    # Token 0 of every completion: predicted by its prompt's last position.
-    parts = [(out.logits[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
+    # Token 0 of every completion: predicted by its prompt's last position (or, with last_prompt_token, in the pack).
+    parts = [] if last_prompt_token else [(out.logits[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
     if packed is not None:
         cache = out.past_key_values
         cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing

@@ -26,6 +26,7 @@ from torch import Tensor
 from grpo_train import algorithms
 from grpo_train.config import AlgorithmConfig, Config, LearnerConfig
 from grpo_train.forward import compile_model, token_logprobs
+from grpo_train.score_sketch import ScoreSketch
 
 
 def _on_gpu() -> bool:
@@ -341,6 +342,8 @@ class Learner:
         if self.world == 1 and _allreduce_is_a_copy(self.engine):
             self.engine.enable_backward_allreduce = False
         self.ref = self._reference(model_path) if cfg.algorithm.kl_coef > 0 and not self.lora else None
+        # The U-statistic monitor's per-sequence score sketches, read from hooks during the update's backward.
+        self.score_sketch = ScoreSketch.for_config(self.module, cfg, self.share_prompts)
         self.skipped_nonfinite = 0
         self.basic_grad_norm: float | None = None
 
@@ -428,7 +431,10 @@ class Learner:
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.loss_mask(a.mask_truncated).to(self.device)
             logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True,
-                                           share_prompts=self.share_prompts)
+                                           share_prompts=self.share_prompts,
+                                           pack_last_prompt_token=self.score_sketch is not None)
+            if self.score_sketch is not None:
+                self.score_sketch.watch(micro, sub.input_ids, sub.attention_mask, sub.completion_mask, logp)
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)

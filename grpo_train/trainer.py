@@ -17,6 +17,7 @@ default (kl_coef = 0), as in DAPO and Dr. GRPO.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from pathlib import Path
@@ -26,8 +27,8 @@ import torch
 import torch.distributed as dist
 from transformers import AutoTokenizer
 
-from grpo_train import algorithms, checkpoint
-from grpo_train.config import Config, ConfigError, RewardConfig, save_config, to_dict
+from grpo_train import algorithms, checkpoint, dynamic_sampling
+from grpo_train.config import Config, ConfigError, RewardConfig, save_config, to_dict, ustat_monitor_on
 from grpo_train.data import PromptSampler, load_problems
 from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
@@ -37,6 +38,7 @@ from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards import reward_functions
 from grpo_train.rollout import EngineGroup, SamplingSpec, hf_weights, make_engine, rollout_seed
+from grpo_train.ustat_monitor import UstatMonitor, group_sketches
 from grpo_train.verifier_pool import VerifierPool, function_errors, function_sums, function_values
 
 
@@ -148,9 +150,11 @@ def sync_logprob_gap(engine, learner: Learner, prompt_ids: list[int], pad_id: in
     return float(((learner_logp - batch.sampler_logp) * batch.completion_mask).abs().max())
 
 
-def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Config) -> dict:
+def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Config,
+                  monitor: UstatMonitor | None = None) -> dict:
+    # The monitor's window and G: a resumed run then makes the same group_size auto choices.
     return {"step": step, "sampler": sampler.state_dict(), "skipped_nonfinite": learner.skipped_nonfinite,
-            "config": to_dict(cfg)}
+            "config": to_dict(cfg), **({"ustat": monitor.state_dict()} if monitor is not None else {})}
 
 
 def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, group: EngineGroup) -> dict[str, float]:
@@ -211,6 +215,21 @@ def train(cfg: Config) -> Path:
     save_hf = checkpoint.hf_folder_writer(learner.base_config, model_path)
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
+    # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
+    monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
+
+    def extra_round(step: int, group_size: int, prompts: int, k: int, needed: bool) -> dynamic_sampling.Round | None:
+        """Dynamic sampling's extra round k of a step: steps 1-3 again (every rank advances the prompt sampler; a
+        rank that needs no more groups generates nothing; config validation keeps dapo to one rank per engine)."""
+        more = group.share(group.prompts(sampler.next_batch(prompts)))
+        if not needed:
+            return None
+        ids = [renderer.check_length(p, max_prompt_tokens) for p in more]
+        spec = SamplingSpec.from_config(cfg.rollout, n=group_size,
+                                        seed=rollout_seed(cfg.run.seed, step, group.index, k))
+        outs = engine.generate(ids, spec)
+        texts, scores = verify(verifier, tokenizer, outs, more, cfg.reward)
+        return dynamic_sampling.Round(more, outs, texts, scores, torch.tensor([s.reward for s in scores]))
 
     # ------------------------------------------------------------------------------------------------
     # Resume: learner state, data position, RNG; then the engine gets the resumed weights
@@ -224,6 +243,8 @@ def train(cfg: Config) -> Path:
         except ValueError as err:
             raise checkpoint.CheckpointError(f"{resume_from}: {err}") from None
         learner.skipped_nonfinite = state["skipped_nonfinite"]
+        if monitor is not None and "ustat" in state:
+            monitor.load_state_dict(state["ustat"])
         engine.load_weights(hf_weights(learner.module))
         changed = config_changes(state["config"], to_dict(cfg))
         if changed:
@@ -239,8 +260,17 @@ def train(cfg: Config) -> Path:
     for step in range(start_step + 1, cfg.run.steps + 1):
         t_step = time.perf_counter()
         # --------------------------------------------------------------------------------------------
+        # 0. Group size: with group_size auto, every K steps the G of smallest predicted gradient MSE
+        group_size, prompts_per_step = a.group_size, a.prompts_per_step
+        if monitor is not None:
+            reason = monitor.choose_group_size(step)
+            if reason is not None:
+                logger.print(f"group_size auto: {reason}")
+            group_size, prompts_per_step = monitor.group_size, monitor.prompts_per_step
+
+        # --------------------------------------------------------------------------------------------
         # 1. Prompts: the step's batch; this rank's engine generates its part, the rank trains on a share of that
-        group_problems = group.prompts(sampler.next_batch(a.prompts_per_step))
+        group_problems = group.prompts(sampler.next_batch(prompts_per_step))
         problems = group.share(group_problems)
         prompt_ids = [renderer.check_length(p, max_prompt_tokens) for p in group_problems]
 
@@ -249,7 +279,7 @@ def train(cfg: Config) -> Path:
         t0 = time.perf_counter()
         # The seed depends only on (run seed, step, engine): a resumed run regenerates the same rollouts, and the
         # ranks of a tensor-parallel engine submit identical requests.
-        spec = SamplingSpec.from_config(cfg.rollout, n=a.group_size,
+        spec = SamplingSpec.from_config(cfg.rollout, n=group_size,
                                         seed=rollout_seed(cfg.run.seed, step, group.index))
         rollouts = group.share_rollouts(engine.generate(prompt_ids, spec))  # prompt-major: G consecutive per prompt
         t_rollout = time.perf_counter() - t0
@@ -267,9 +297,27 @@ def train(cfg: Config) -> Path:
         t_reward = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
+        # 3b. Dynamic sampling: train on the groups with mixed rewards; dapo draws more prompts for them
+        step_rewards, group_starts = rewards.view(-1, group_size), [g * group_size for g in range(len(problems))]
+        sampled = None
+        if a.dynamic_sampling != "off":
+            t0 = time.perf_counter()
+            sampled = dynamic_sampling.select(
+                a.dynamic_sampling, dynamic_sampling.Round(problems, rollouts, texts, scores, rewards), group_size,
+                prompts_per_step // world, a.dynamic_sampling_max_rounds,
+                functools.partial(extra_round, step, group_size, prompts_per_step),
+                lambda short: all_reduce_max(float(short)) > 0)
+            group_starts = sampled.first_round_starts
+            # From here on the step is the kept groups; the logged rewards and lengths cover every drawn rollout.
+            problems, rollouts, texts, scores = (sampled.kept.problems, sampled.kept.rollouts, sampled.kept.texts,
+                                                 sampled.kept.scores)
+            rewards = sampled.kept.rewards
+            t_rollout += time.perf_counter() - t0
+
+        # --------------------------------------------------------------------------------------------
         # 4. Advantages: within each group of G (contiguous)
-        advantages = algorithms.group_advantages(rewards, a.group_size, a.advantage, a.adv_eps)
-        zero_var = float(algorithms.zero_variance_fraction(rewards, a.group_size))
+        advantages = algorithms.group_advantages(rewards, group_size, a.advantage, a.adv_eps)
+        zero_var = float(algorithms.zero_variance_fraction(step_rewards.flatten(), group_size))
 
         # --------------------------------------------------------------------------------------------
         # 5. Old and reference log-probs (no gradient), with vLLM asleep
@@ -278,6 +326,8 @@ def train(cfg: Config) -> Path:
         batch = make_update_batch([r.prompt_token_ids for r in rollouts], [r.completion_token_ids for r in rollouts],
                                   [r.logprobs for r in rollouts], advantages, pad_id=tokenizer.pad_token_id,
                                   truncated=[r.truncated for r in rollouts])
+        if sampled is not None and sampled.placeholder:
+            batch.completion_mask.zero_()  # no mixed group on this rank: nothing to learn, nothing to count
         if needs_old_logp:
             batch.old_logp = learner.logprobs(batch)
         if a.kl_coef > 0:
@@ -291,6 +341,15 @@ def train(cfg: Config) -> Path:
         t_update = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
+        # 6b. U-statistic monitor: c1, c2, c3 from the step's groups and the update's score sketches
+        ustat_metrics: dict[str, float] = {}
+        if monitor is not None:
+            t0 = time.perf_counter()
+            sketches, scored = learner.score_sketch.take(len(rollouts))
+            ustat_metrics = monitor.observe(step, *group_sketches(step_rewards, sketches, scored, group_starts))
+            ustat_metrics["perf/ustat_s"] = time.perf_counter() - t0
+
+        # --------------------------------------------------------------------------------------------
         # 7. Weight sync: push the new policy into the live vLLM engine
         t0 = time.perf_counter()
         engine.load_weights(hf_weights(learner.module))
@@ -301,6 +360,10 @@ def train(cfg: Config) -> Path:
 
         # --------------------------------------------------------------------------------------------
         # 8. Log: averages over all ranks
+        if sampled is not None:  # every rollout drawn, kept or not
+            drawn = sampled.drawn
+            problems, rollouts, texts, scores, rewards = (drawn.problems, drawn.rollouts, drawn.texts, drawn.scores,
+                                                          drawn.rewards)
         lengths = [len(r.completion_token_ids) for r in rollouts]
         n_tokens = sum(lengths)
         step_s = time.perf_counter() - t_step
@@ -324,6 +387,14 @@ def train(cfg: Config) -> Path:
         metrics["reward/std"] = max(0.0, metrics.pop("reward/sq") - metrics["reward/mean"] ** 2) ** 0.5
         metrics["train/completion_len_max"] = all_reduce_max(max(lengths))
         metrics["train/skipped_steps_total"] = float(learner.skipped_nonfinite)
+        metrics.update(ustat_metrics)
+        if sampled is not None:
+            metrics.update(global_means({"train/dynamic_extra_rollouts": (sampled.extra_rollouts, 1),
+                                         "train/dynamic_kept_groups": (len(sampled.kept.problems) * (
+                                             not sampled.placeholder), 1),
+                                         "train/dynamic_rounds": (sampled.extra_rounds, 1)}))
+            metrics["train/dynamic_extra_rollouts"] *= world  # sums over ranks, not means
+            metrics["train/dynamic_kept_groups"] *= world
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:
             logger.samples(step, [{"prompt": problems[r.prompt_index].question, "completion": text,
                                    "reward": s.reward, "gold": problems[r.prompt_index].gold, "answer": s.answer,
@@ -339,8 +410,9 @@ def train(cfg: Config) -> Path:
         # --------------------------------------------------------------------------------------------
         # 10. Checkpoint: every checkpoint_every steps and at the end; atomic, the last keep_last kept
         if step == cfg.run.steps or (cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0):
-            checkpoint.save_checkpoint(run_dir, step, learner.engine, trainer_state(step, sampler, learner, cfg),
-                                       hf_weights(learner.module), save_hf, cfg.run.keep_last)
+            state = trainer_state(step, sampler, learner, cfg, monitor)
+            checkpoint.save_checkpoint(run_dir, step, learner.engine, state, hf_weights(learner.module), save_hf,
+                                       cfg.run.keep_last)
 
     if eval_problems and cfg.run.steps > start_step:
         logger.eval_report(len(eval_problems))

@@ -16,9 +16,10 @@ from bench_step import yardstick_text  # the producer of step.json words its own
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",
-         "profile": "profile.json", "trl": "trl.json"}
+         "profile": "profile.json", "trl": "trl.json", "step_ustat": "step-ustat.json"}
 GOAL_STEP_RATIO = 0.5  # ours / TRL
 GOAL_MFU = 0.45
+GOAL_USTAT_OVERHEAD = 0.10  # the U-statistic monitor's share of the step (docs/u-statistics.md)
 
 # ----------------------------------------------------------------------------------------------------
 # A projection on paper for Qwen2.5-7B on 8 H100s: published figures, stated assumptions, nothing measured there.
@@ -146,6 +147,8 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
             one, two = parts["step"]["ours"]["median_step_s"], parts["step_2proc"]["ours"]["median_step_s"]
             lines += [_row("processes", "median step s", "speed-up"), _row("---", "---", "---"),
                       _row(1, f"{one:.2f}", "1.00"), _row(2, f"{two:.2f}", f"{one / two:.2f}"), ""]
+    if "step" in parts and "step_ustat" in parts:
+        lines += ustat_lines(parts["step"], parts["step_ustat"])
     if "profile" in parts:
         p = parts["profile"]["profile"]
         lines += ["## Profile of our step (py-spy)", "",
@@ -174,6 +177,23 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                   f"{v['ours']['gsm8k_items_per_s']:.0f} items/s, MATH {v['ours']['math_items_per_s']:.1f} items/s.",
                   ""]
     return lines
+
+
+def ustat_lines(plain: dict, monitored: dict) -> list[str]:
+    """The U-statistic monitor's cost: the same step without and with it (step.json, step-ustat.json)."""
+    lines = ["## The U-statistic monitor's cost", ""]
+    if {**plain["setting"], "ustat": True} != monitored["setting"]:
+        return lines + ["Not comparable: step.json and step-ustat.json ran different settings.", ""]
+    a, b = plain["ours"], monitored["ours"]
+    overhead = b["median_step_s"] / a["median_step_s"] - 1
+    return lines + [
+        _row("", "update s", "step s"), _row("---", "---", "---"),
+        _row("without", f"{a['breakdown_median_s']['update_s']:.2f}", f"{a['median_step_s']:.2f}"),
+        _row("with ustat", f"{b['breakdown_median_s']['update_s']:.2f}", f"{b['median_step_s']:.2f}"), "",
+        f"Median step {100 * overhead:+.1f}% with the monitor (its estimate alone "
+        f"{b['breakdown_median_s'].get('ustat_s', float('nan')):.3f} s/step; goal <= {100 * GOAL_USTAT_OVERHEAD:.0f}%: "
+        f"{'met' if overhead <= GOAL_USTAT_OVERHEAD else 'not met'}). Step times vary with the sampled lengths: "
+        "the two runs draw the same rollouts only while their weights agree.", ""]
 
 
 def main() -> None:

@@ -69,11 +69,11 @@ def concrete_precision(precision: str) -> str:
 
 
 def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: float,
-                    prompts_per_step: int = 0) -> list[str]:
+                    prompts_per_step: int = 0, extra: tuple[str, ...] = ()) -> list[str]:
     """Dotted overrides of the demo config for a benchmark run: no eval, no samples, only the steps
-    (`prompts_per_step` > 0 replaces the demo's 8 prompts per step)."""
+    (`prompts_per_step` > 0 replaces the demo's 8 prompts per step); `extra` last (e.g. ustat.enabled=true)."""
     smaller = [f"algorithm.prompts_per_step={prompts_per_step}"] if prompts_per_step else []
-    return [*smaller,
+    return [*smaller, *extra,
         f"run.output_dir={run_dir}",
         f"run.steps={total_steps}",
         "run.eval_size=0",
@@ -88,14 +88,16 @@ def bench_overrides(run_dir: Path, total_steps: int, precision: str, kl_coef: fl
     ]
 
 
-def load_bench_config(run_dir: Path, total_steps: int, precision: str, kl_coef: float, prompts_per_step: int = 0):
+def load_bench_config(run_dir: Path, total_steps: int, precision: str, kl_coef: float, prompts_per_step: int = 0,
+                      extra: tuple[str, ...] = ()):
     from grpo_train.config import load_config
 
-    return load_config(DEMO_CONFIG, bench_overrides(run_dir, total_steps, precision, kl_coef, prompts_per_step))
+    return load_config(DEMO_CONFIG, bench_overrides(run_dir, total_steps, precision, kl_coef, prompts_per_step,
+                                                    extra))
 
 
 def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float, nproc: int = 1,
-             profile: Path | None = None, prompts_per_step: int = 0) -> list[dict]:
+             profile: Path | None = None, prompts_per_step: int = 0, extra: tuple[str, ...] = ()) -> list[dict]:
     """Train `total_steps` steps in a fresh subprocess (torchrun with `nproc` processes when > 1); returns the
     metrics.jsonl rows of the steps (step >= 1). With `profile`, py-spy samples the run into that file.
 
@@ -110,7 +112,7 @@ def run_ours(run_dir: Path, total_steps: int, precision: str, kl_coef: float, np
     if nproc > 1:
         launcher = [str(Path(sys.executable).parent / "torchrun"), "--standalone", f"--nproc-per-node={nproc}"]
     command = [*launcher, "-m", "grpo_train", "--config", str(DEMO_CONFIG),
-               *bench_overrides(run_dir, total_steps, precision, kl_coef, prompts_per_step)]
+               *bench_overrides(run_dir, total_steps, precision, kl_coef, prompts_per_step, extra)]
     if profile is not None:
         command = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--rate",
                    str(PROFILE_RATE_HZ), "--output", str(profile), "--", *command]
@@ -301,6 +303,8 @@ def summarise(rows: list[dict], cfg, warmup: int) -> dict:
     measured = after_warmup(rows, warmup)
     step_s = median([row["perf/step_s"] for row in measured])
     breakdown = {phase: round(median([row[f"perf/{phase}"] for row in measured]), 3) for phase in PHASES}
+    if all("perf/ustat_s" in row for row in measured):  # the U-statistic monitor's estimate (--ustat)
+        breakdown["ustat_s"] = round(median([row["perf/ustat_s"] for row in measured]), 3)
     return {
         "median_step_s": round(step_s, 3),
         "step_s": [round(row["perf/step_s"], 3) for row in measured],
@@ -397,8 +401,12 @@ def main() -> None:
     parser.add_argument("--prompts-per-step", type=int, default=0,
                         help="prompts per step instead of the demo's 8 (G stays 8); make bench uses 4 for the "
                         "2-process and profile runs")
+    parser.add_argument("--ustat", action="store_true",
+                        help="with the U-statistic monitor (ustat.enabled=true): its hooks and sketches run in the "
+                        "update, its estimate is the ustat phase")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    extra = ("ustat.enabled=true",) if args.ustat else ()
     args.precision = concrete_precision(args.precision)
 
     from grpo_train.models import resolve_model
@@ -407,12 +415,12 @@ def main() -> None:
     load_before = os.getloadavg()[0]  # other jobs on the 2 cores slow everything down; recorded for context
     total_steps = args.warmup + args.steps
     run_dir = BENCH / "runs" / args.out.stem
-    cfg = load_bench_config(run_dir, total_steps, args.precision, args.kl_coef, args.prompts_per_step)
+    cfg = load_bench_config(run_dir, total_steps, args.precision, args.kl_coef, args.prompts_per_step, extra)
     model_path = resolve_model(cfg.model.name_or_path)
     raw_profile = run_dir.with_suffix(".pyspy.txt") if args.profile else None
     peaks_before = measure_peaks(args.precision)
     rows = run_ours(run_dir, total_steps, args.precision, args.kl_coef, nproc=args.nproc, profile=raw_profile,
-                    prompts_per_step=args.prompts_per_step)
+                    prompts_per_step=args.prompts_per_step, extra=extra)
     peaks_after = measure_peaks(args.precision)
     peaks = {dtype: max(peaks_before[dtype], peaks_after[dtype]) for dtype in peaks_before}
     result = {
@@ -420,6 +428,7 @@ def main() -> None:
                     "group_size": cfg.algorithm.group_size, "max_tokens": cfg.rollout.max_tokens,
                     "lr": cfg.learner.lr, "zero_stage": cfg.learner.zero_stage,
                     "micro_batch_size": cfg.learner.micro_batch_size, "share_prompts": cfg.learner.share_prompts,
+                    "ustat": cfg.ustat.enabled,
                     "config": str(DEMO_CONFIG.relative_to(ROOT))},
         "precision": args.precision,
         "kl_coef": args.kl_coef,

@@ -1,0 +1,74 @@
+"""The U-statistic monitor, group_size auto and dynamic sampling in real training runs: vLLM-CPU rollouts, the
+verifier, DeepSpeed on gloo, as a user starts them (tests/test_trainer.py's `run`)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from test_trainer import TINY, run, train_rows
+
+from grpo_train.config import load_config
+from grpo_train.plot import plot_run
+
+USTAT_KEYS = ["ustat/group_size", "ustat/mixed_share", "ustat/unscored_groups", "perf/ustat_s"]
+
+
+def trainer_state(run_dir: Path, step: int) -> dict:
+    return json.loads((run_dir / "checkpoints" / f"step-{step:06d}" / "trainer_state.json").read_text())
+
+
+def test_auto_and_dynamic_sampling_through_torchrun_two_ranks(tmp_path):
+    """2 ranks, N = 16 at G = 8 (B = 2: one prompt per rank), DAPO sampling with at most 2 extra rounds. The tiny
+    random model never answers right, so no group mixes rewards: every step draws both extra rounds on both ranks
+    (2 x 2 x 8 = 32 extra rollouts), trains on the masked placeholder group, and group_size auto has nothing to go
+    on and keeps G."""
+    run_dir = tmp_path / "run"
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", "29547"]
+    run(["--config", str(TINY), f"run.output_dir={run_dir}", "run.steps=3", "run.eval_size=0",
+         "algorithm.group_size=auto", "algorithm.rollouts_per_step=16", "algorithm.group_size_every=2",
+         "algorithm.dynamic_sampling=dapo", "algorithm.dynamic_sampling_max_rounds=2", "algorithm.kl_coef=0",
+         "ustat.resamples=20"], launcher=torchrun)
+    steps = train_rows(run_dir)
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    for row in steps:
+        assert all(k in row for k in USTAT_KEYS), row
+        assert row["ustat/group_size"] == 8 and row["ustat/mixed_share"] == 0.0
+        assert row["train/dynamic_extra_rollouts"] == 32 and row["train/dynamic_rounds"] == 2
+        assert row["train/dynamic_kept_groups"] == 0 and row["train/skipped_step"] == 0.0
+    state = trainer_state(run_dir, 3)["ustat"]
+    assert state["group_size"] == 8 and len(state["window"]) == 3
+    assert all(len(record["grad_sq"]) == 2 for record in state["window"])  # both ranks' prompts, gathered
+    assert [c["step"] for c in state["choices"]] == [3] and "G stays 8" in state["choices"][0]["reason"]
+
+
+SMOLLM2 = ["model.name_or_path=smollm2-135m-instruct", "model.max_model_len=1024", "data.template=fewshot",
+           "data.synthetic.max_operand=5", "rollout.max_tokens=40", "algorithm.kl_coef=0", "reward.format_weight=0.1",
+           "learner.lr=1e-5", "learner.micro_batch_size=8", "run.eval_size=0", "learner.zero_stage=0",
+           "algorithm.group_size=auto", "algorithm.rollouts_per_step=16", "algorithm.group_size_every=1",
+           "ustat.resamples=50", "run.checkpoint_every=2", "run.samples_every=0"]
+
+
+@pytest.mark.slow
+def test_resume_reproduces_the_group_size_trajectory(tmp_path):
+    """SmolLM2 (its few-shot answers mix right and wrong, and boxed and unboxed: groups carry signal), group_size
+    auto choosing among G = 4, 8 at every step. Four steps straight, and two steps then a resume for two more:
+    the resumed run has the same window, so the same G, estimates and choices."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run(["--config", str(TINY), f"run.output_dir={straight}", "run.steps=4", *SMOLLM2])
+    run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=2", *SMOLLM2])
+    out = run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=4", "run.resume=auto", *SMOLLM2])
+    assert "resumed from" in out.stderr
+    want, got = train_rows(straight), train_rows(resumed)
+    assert [r["step"] for r in got] == [1, 2, 3, 4]
+    assert any(r["ustat/mixed_share"] > 0 for r in want) and "ustat/c2" in want[-1]
+    for a, b in zip(want, got, strict=True):
+        assert a["ustat/group_size"] == b["ustat/group_size"]
+        for key in ("ustat/c1", "ustat/c2", "ustat/c3", "ustat/best_group_size"):
+            assert (a.get(key) is None) == (b.get(key) is None)
+            if a.get(key) is not None:
+                assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-12), key
+    assert trainer_state(straight, 4)["ustat"]["choices"] == trainer_state(resumed, 4)["ustat"]["choices"]
+    plot_run(straight)  # the monitor's row of curves.png from real metrics
+    assert (straight / "curves.png").stat().st_size > 0
+    assert load_config(str(straight / "config.yaml")).algorithm.group_size_auto

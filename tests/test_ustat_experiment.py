@@ -33,7 +33,7 @@ def test_tiny_experiment_runs_reports_and_resumes(tmp_path):
     command = [sys.executable, str(REPO / "scripts" / "ustat_experiment.py"), "--config", "configs/tiny-cpu.yaml",
                "--budget", "8", "--settings", "G4,auto,dapo-G4", "--seeds", "0", "--out", str(out),
                "run.steps=2", "run.eval_size=4", "run.samples_every=0", "algorithm.kl_coef=0",
-               "algorithm.dynamic_sampling_max_rounds=1"]
+               "algorithm.dynamic_sampling_max_rounds=1", "reward.functions=[]"]  # no length reward: no mixed group
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200, env=env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     record = json.loads((out / "experiment.json").read_text())

@@ -20,15 +20,15 @@ def trainer_state(run_dir: Path, step: int) -> dict:
 
 def test_auto_and_dynamic_sampling_through_torchrun_two_ranks(tmp_path):
     """2 ranks, N = 16 at G = 8 (B = 2: one prompt per rank), DAPO sampling with at most 2 extra rounds. The tiny
-    random model never answers right, so no group mixes rewards: every step draws both extra rounds on both ranks
-    (2 x 2 x 8 = 32 extra rollouts), trains on the masked placeholder group, and group_size auto has nothing to go
-    on and keeps G."""
+    random model never answers right, so without tiny-cpu's length reward no group mixes rewards: every step draws
+    both extra rounds on both ranks (2 x 2 x 8 = 32 extra rollouts), trains on the masked placeholder group, and
+    group_size auto has nothing to go on and keeps G."""
     run_dir = tmp_path / "run"
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", "29547"]
     run(["--config", str(TINY), f"run.output_dir={run_dir}", "run.steps=3", "run.eval_size=0",
          "algorithm.group_size=auto", "algorithm.rollouts_per_step=16", "algorithm.group_size_every=2",
          "algorithm.dynamic_sampling=dapo", "algorithm.dynamic_sampling_max_rounds=2", "algorithm.kl_coef=0",
-         "ustat.resamples=20"], launcher=torchrun)
+         "ustat.resamples=20", "reward.functions=[]"], launcher=torchrun)
     steps = train_rows(run_dir)
     assert [r["step"] for r in steps] == [1, 2, 3]
     for row in steps:
@@ -46,7 +46,7 @@ SMOLLM2 = ["model.name_or_path=smollm2-135m-instruct", "model.max_model_len=1024
            "data.synthetic.max_operand=5", "rollout.max_tokens=40", "algorithm.kl_coef=0", "reward.format_weight=0.1",
            "learner.lr=1e-5", "learner.micro_batch_size=8", "run.eval_size=0", "learner.zero_stage=0",
            "algorithm.group_size=auto", "algorithm.rollouts_per_step=16", "algorithm.group_size_every=1",
-           "ustat.resamples=50", "run.checkpoint_every=2", "run.samples_every=0"]
+           "ustat.resamples=50", "run.checkpoint_every=2", "run.samples_every=0", "reward.functions=[]"]
 
 
 @pytest.mark.slow

@@ -198,6 +198,7 @@ def test_presets_are_the_published_recipes():
     assert (dr_grpo.advantage, dr_grpo.loss_agg) == ("dr_grpo", "seq_mean_token_sum_norm")
     dapo = load_config(None, ["algorithm.preset=dapo"]).algorithm
     assert (dapo.clip_eps, dapo.clip_eps_high, dapo.loss_agg, dapo.mask_truncated) == (0.2, 0.28, "token_mean", True)
+    assert dapo.dynamic_sampling == "dapo"
     gspo = load_config(None, ["algorithm.preset=gspo"]).algorithm
     assert (gspo.policy_loss, gspo.gspo_clip_eps, gspo.gspo_clip_eps_high) == ("gspo", 3e-4, 4e-4)
     grpo = load_config(None, ["algorithm.preset=grpo"]).algorithm

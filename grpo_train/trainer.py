@@ -372,10 +372,11 @@ def train(cfg: Config) -> Path:
             "reward/sq": (float((rewards**2).sum()), len(scores)),
             "reward/accuracy": (sum(s.correct for s in scores), len(scores)),
             **function_sums([s.functions for s in scores], verifier.functions, "reward/fn/"),
-            "reward/timeouts": (sum(s.status == "timeout" for s in scores), 1),
-            "reward/no_answer": (sum(s.status == "no_answer" for s in scores), 1),
-            "reward/errors": (sum(s.status == "error" for s in scores), 1),
-            "reward/zero_variance_groups": (zero_var, 1),
+            # The verifier's statuses as fractions of the completions, like eval/no_answer (docs/metrics.md).
+            "reward/no_answer": (sum(s.status == "no_answer" for s in scores), len(scores)),
+            "reward/timeout": (sum(s.status == "timeout" for s in scores), len(scores)),
+            "reward/error": (sum(s.status == "error" for s in scores), len(scores)),
+            "reward/zero_variance": (zero_var, 1),  # fraction of the groups; every rank holds as many groups
             "train/completion_len_mean": (n_tokens, len(rollouts)),
             "train/truncated": (sum(r.truncated for r in rollouts), len(rollouts)),
             **({"train/sync_logprob_max_diff": (sync_gap, 1)} if sync_gap is not None else {}),

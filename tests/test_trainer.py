@@ -108,7 +108,7 @@ def test_smollm2_run_moves_the_weights(tmp_path):
     run(["--config", str(TINY), f"run.output_dir={run_dir}", "model.name_or_path=smollm2-135m-instruct",
          "model.max_model_len=1024", "data.template=fewshot", "data.synthetic.max_operand=5",
          "algorithm.prompts_per_step=2", "algorithm.group_size=4", "algorithm.kl_coef=0", "rollout.max_tokens=40",
-         "algorithm.advantage=none", "reward.format_weight=0.1",
+         "algorithm.advantage=none", "reward.format_weight=0.1", "reward.functions=[]",
          "learner.lr=1e-5", "learner.micro_batch_size=4", "run.steps=2", "run.eval_size=0",
          "run.check_sync_every=1"])
     steps = train_rows(run_dir)

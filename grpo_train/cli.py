@@ -177,11 +177,15 @@ def eval_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _plot_main(argv: list[str]) -> int:
+def _plot_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-train plot", description="Redraw a run's curves from metrics.jsonl.")
     parser.add_argument("run_dir", help="the run folder (run.output_dir)")
     parser.add_argument("--out", help="PNG path (default RUN_DIR/curves.png)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _plot_main(argv: list[str]) -> int:
+    args = _plot_parser().parse_args(argv)
     from grpo_train.plot import plot_run
 
     try:
@@ -192,13 +196,17 @@ def _plot_main(argv: list[str]) -> int:
     return 0
 
 
-def _export_main(argv: list[str]) -> int:
+def _export_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-train export", description="Write a checkpoint as a plain Hugging "
                                      "Face model folder (safetensors, LoRA merged) that transformers and vLLM load.")
     parser.add_argument("--run", required=True, help="the run folder")
     parser.add_argument("--step", type=int, help="checkpoint step (default: the newest complete one)")
     parser.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _export_main(argv: list[str]) -> int:
+    args = _export_parser().parse_args(argv)
     from grpo_train.checkpoint import CheckpointError, export
 
     try:

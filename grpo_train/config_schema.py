@@ -226,14 +226,14 @@ class LearnerConfig:
     grad_clip: float = _f(1.0, "global gradient-norm clip (0 = off)")
     micro_batch_size: int = _f(8, "sequences per forward/backward pass")
     share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
-                             "ignored with gradient checkpointing; see README)")
+                             "ignored with gradient checkpointing; docs/algorithm.md)")
     skip_zero_advantage: bool = _f(True, "do not run sequences whose advantage is 0 through the update when "
                                    "kl_coef = 0: their loss and gradient are exactly 0 (exact); train/entropy, "
                                    "ratio and clip fractions are then over the trained sequences, "
                                    "train/trained_seq_frac says how many")
     compile: bool = _f(False, "torch.compile the policy's and the reference model's decoder-layer parts that run "
                        "as many small kernels (MLP, norms, eager attention); the first passes compile, ~10 s "
-                       "(not with ZeRO-3; see README)")
+                       "(not with ZeRO-3; docs/algorithm.md)")
     deepspeed: dict[str, Any] = _f({}, "raw DeepSpeed config keys merged over the generated config")
 
 

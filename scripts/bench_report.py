@@ -9,6 +9,7 @@ benchmark issue: our step time <= 0.5x TRL's, learner MFU >= 45% of the measured
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -196,7 +197,13 @@ def ustat_lines(plain: dict, monitored: dict) -> list[str]:
         "the two runs draw the same rollouts only while their weights agree.", ""]
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line: no options (also read by tests/test_docs.py to check the commands in the docs)."""
+    return argparse.ArgumentParser(description=__doc__.split("\n")[0])
+
+
 def main() -> None:
+    parser().parse_args()
     parts = load_parts(BENCH)
     lines = report_lines(parts)
     results = {**parts, "h100_projection": h100_projection()}

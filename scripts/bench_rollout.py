@@ -45,16 +45,21 @@ def timed_batch(engine, prompts, spec) -> tuple[float, int]:
     return time.perf_counter() - start, sum(len(r.completion_token_ids) for r in rollouts)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--prompts", type=int, default=32)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--syncs", type=int, default=3, help="weight syncs timed (the median is reported)")
+    p.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
+                   help="both engines' weights and activations; auto: bfloat16 where bf16 matmuls are native, "
+                   "else float32, as the demo")
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--prompts", type=int, default=32)
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--syncs", type=int, default=3, help="weight syncs timed (the median is reported)")
-    parser.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
-                        help="both engines' weights and activations; auto: bfloat16 where bf16 matmuls are native, "
-                        "else float32, as the demo")
-    args = parser.parse_args()
+    args = parser().parse_args()
     if args.dtype == "auto":
         args.dtype = auto_precision()[0]
 

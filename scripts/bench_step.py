@@ -387,25 +387,30 @@ def print_table(result: dict) -> None:
     print(f"  wall {result['wall_s']:.0f} s; load average {result['load_average_1min_before_after']}")
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=5, help="measured steps, after the warm-up")
+    p.add_argument("--warmup", type=int, default=2, help="steps run first and left out of the figures")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="the learner's precision (the rollouts run in the same); auto: bf16 where bf16 "
+                   "matmuls are native (grpo_train.config.auto_precision), else fp32, as the demo")
+    p.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term (> 0: a reference model)")
+    p.add_argument("--nproc", type=int, default=1, help="trainer processes (torchrun when > 1); MFU only for 1")
+    p.add_argument("--profile", action="store_true",
+                   help="sample the run with py-spy and summarise it (the step times then include its load)")
+    p.add_argument("--prompts-per-step", type=int, default=0,
+                   help="prompts per step instead of the demo's 8 (G stays 8); make bench uses 4 for the "
+                   "2-process and profile runs")
+    p.add_argument("--ustat", action="store_true",
+                   help="with the U-statistic monitor (ustat.enabled=true): its hooks and sketches run in the "
+                   "update, its estimate is the ustat phase")
+    p.add_argument("--out", type=Path, default=OUT)
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=5, help="measured steps, after the warm-up")
-    parser.add_argument("--warmup", type=int, default=2, help="steps run first and left out of the figures")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
-                        help="the learner's precision (the rollouts run in the same); auto: bf16 where bf16 "
-                        "matmuls are native (grpo_train.config.auto_precision), else fp32, as the demo")
-    parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term (> 0: a reference model)")
-    parser.add_argument("--nproc", type=int, default=1, help="trainer processes (torchrun when > 1); MFU only for 1")
-    parser.add_argument("--profile", action="store_true",
-                        help="sample the run with py-spy and summarise it (the step times then include its load)")
-    parser.add_argument("--prompts-per-step", type=int, default=0,
-                        help="prompts per step instead of the demo's 8 (G stays 8); make bench uses 4 for the "
-                        "2-process and profile runs")
-    parser.add_argument("--ustat", action="store_true",
-                        help="with the U-statistic monitor (ustat.enabled=true): its hooks and sketches run in the "
-                        "update, its estimate is the ustat phase")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = parser().parse_args()
     extra = ("ustat.enabled=true",) if args.ustat else ()
     args.precision = concrete_precision(args.precision)
 

@@ -495,25 +495,30 @@ def child_main(inputs_path: Path, result_path: Path) -> int:
     return code
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=3, help="measured steps per run, after the warm-up")
+    p.add_argument("--warmup", type=int, default=1, help="steps per run left out of the figures")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of (ours, TRL) runs")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="both learners' precision, and both trainers' rollouts; auto: bf16 where bf16 matmuls "
+                   "are native, else fp32, as the demo")
+    p.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term, both trainers")
+    p.add_argument("--trl-generation", choices=("auto", *TRL_GENERATIONS), default="auto",
+                   help="auto: vLLM colocate as shipped, then with our weight-sync adapter, then transformers "
+                   "generate, each only if the one before failed")
+    p.add_argument("--prompts-per-step", type=int, default=0,
+                   help="prompts per step instead of the demo's 8 (G stays 8): a TRL step of 8 x 8 takes ~6 min "
+                   "here, so make bench compares at 2 x 8")
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # internal: run TRL (in the TRL venv)
+    p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per run, after the warm-up")
-    parser.add_argument("--warmup", type=int, default=1, help="steps per run left out of the figures")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of (ours, TRL) runs")
-    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
-                        help="both learners' precision, and both trainers' rollouts; auto: bf16 where bf16 matmuls "
-                        "are native, else fp32, as the demo")
-    parser.add_argument("--kl-coef", type=float, default=0.04, help="beta of the K3 KL term, both trainers")
-    parser.add_argument("--trl-generation", choices=("auto", *TRL_GENERATIONS), default="auto",
-                        help="auto: vLLM colocate as shipped, then with our weight-sync adapter, then transformers "
-                        "generate, each only if the one before failed")
-    parser.add_argument("--prompts-per-step", type=int, default=0,
-                        help="prompts per step instead of the demo's 8 (G stays 8): a TRL step of 8 x 8 takes ~6 min "
-                        "here, so make bench compares at 2 x 8")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # internal: run TRL (in the TRL venv)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser().parse_args()
     if args.child:
         sys.exit(child_main(args.child, args.result))
     args.precision = concrete_precision(args.precision)

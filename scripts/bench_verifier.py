@@ -191,14 +191,19 @@ def print_table(result: dict) -> None:
           f"({cost['slowest']}), {cost['timeouts']} timeouts")  # fmt: skip
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--cases", type=Path, default=DATA / "verifier_cases_public.jsonl")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=5.0, help="per-item timeout of the pool, seconds")
+    p.add_argument("--gsm8k-repeats", type=int, default=5)
+    p.add_argument("--out", type=Path, default=OUT)
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", type=Path, default=DATA / "verifier_cases_public.jsonl")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=5.0, help="per-item timeout of the pool, seconds")
-    parser.add_argument("--gsm8k-repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+    args = parser().parse_args()
     if not args.cases.exists():
         sys.exit(f"{args.cases} not found: the benchmark needs ../shared/data next to the repo")
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its per-timeout warnings flood the table

@@ -56,13 +56,18 @@ def spread(values: list[float]) -> dict:
             "std": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0}
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2-arith-demo.yaml")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--runs", type=Path, default=ROOT / "runs", help="folder of the runs (demo-seed<N>)")
+    p.add_argument("--report-only", action="store_true", help="summarise existing runs, train nothing")
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2-arith-demo.yaml")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="folder of the runs (demo-seed<N>)")
-    parser.add_argument("--report-only", action="store_true", help="summarise existing runs, train nothing")
-    args = parser.parse_args()
+    args = parser().parse_args()
 
     results = []
     for seed in args.seeds:

@@ -246,28 +246,34 @@ def plot(records: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default=None, help="base YAML config (default: the built-in defaults)")
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--templates", default="chat,fewshot", help="comma-separated data.template values")
+    p.add_argument("--prompts", type=int, default=32, help="P synthetic training prompts")
+    p.add_argument("--samples", type=int, default=64, help="M scored completions per prompt")
+    p.add_argument("--extra", type=int, default=64, help="E reward-only completions per prompt (oracle)")
+    p.add_argument("--group-sizes", default="2,4,8,16,32", help="G values; each must be <= M / 2")
+    p.add_argument("--splits", type=int, default=16, help="R random partitions into groups per G")
+    p.add_argument("--projection", choices=PROJECTIONS, default="down_proj", help="last-layer matrix")
+    p.add_argument("--dim", type=int, default=256, help="D of the score projection")
+    p.add_argument("--max-tokens", type=int, default=128, help="completion length cap")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples over prompts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/gradient_mse")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="extra dotted config overrides")
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default=None, help="base YAML config (default: the built-in defaults)")
-    parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--templates", default="chat,fewshot", help="comma-separated data.template values")
-    parser.add_argument("--prompts", type=int, default=32, help="P synthetic training prompts")
-    parser.add_argument("--samples", type=int, default=64, help="M scored completions per prompt")
-    parser.add_argument("--extra", type=int, default=64, help="E reward-only completions per prompt (oracle)")
-    parser.add_argument("--group-sizes", default="2,4,8,16,32", help="G values; each must be <= M / 2")
-    parser.add_argument("--splits", type=int, default=16, help="R random partitions into groups per G")
-    parser.add_argument("--projection", choices=PROJECTIONS, default="down_proj", help="last-layer matrix")
-    parser.add_argument("--dim", type=int, default=256, help="D of the score projection")
-    parser.add_argument("--max-tokens", type=int, default=128, help="completion length cap")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples over prompts")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="runs/gradient_mse")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="extra dotted config overrides")
-    args = parser.parse_args()
+    cli = parser()
+    args = cli.parse_args()
     args.group_sizes = [int(g) for g in args.group_sizes.split(",")]
     if max(args.group_sizes) * 2 > args.samples:
-        parser.error("every G needs at least two disjoint groups: max G <= --samples / 2")
+        cli.error("every G needs at least two disjoint groups: max G <= --samples / 2")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -164,24 +164,30 @@ def plot(table: dict[str, dict], group_sizes: list[int], advised: int | None, pa
     plt.close(fig)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", required=True, help="training config (steps, eval_every, eval_size, ...)")
+    p.add_argument("--budget", type=int, required=True, help="N = B * G completions per step")
+    p.add_argument("--group-sizes", default="2,4,8,16,32", help="comma-separated G values dividing N")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
+    p.add_argument("--advisor-json", default="",
+                   help="the advisor's advice.json; 'none' to skip the advisor")
+    p.add_argument("--out", default="runs/group_size_sweep")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: summarise the runs already in --out (a missing or unfinished run counts "
+                        "at the eval steps it logged; each cell records its number of seeds)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="training config (steps, eval_every, eval_size, ...)")
-    parser.add_argument("--budget", type=int, required=True, help="N = B * G completions per step")
-    parser.add_argument("--group-sizes", default="2,4,8,16,32", help="comma-separated G values dividing N")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
-    parser.add_argument("--advisor-json", default="",
-                        help="the advisor's advice.json; 'none' to skip the advisor")
-    parser.add_argument("--out", default="runs/group_size_sweep")
-    parser.add_argument("--report-only", action="store_true",
-                        help="train nothing: summarise the runs already in --out (a missing or unfinished run counts "
-                             "at the eval steps it logged; each cell records its number of seeds)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for every run")
-    args = parser.parse_args()
+    cli = parser()
+    args = cli.parse_args()
     args.group_sizes = [int(g) for g in args.group_sizes.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     if any(args.budget % g for g in args.group_sizes):
-        parser.error(f"every group size must divide the budget {args.budget}")
+        cli.error(f"every group size must divide the budget {args.budget}")
     from grpo_train.config import load_config
 
     cfg = load_config(args.config, args.overrides)

@@ -144,18 +144,23 @@ def plot(table: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="configs/smollm2-arith-demo.yaml", help="training config")
+    p.add_argument("--budget", type=int, default=32, help="N completions per step")
+    p.add_argument("--settings", default=DEFAULT_SETTINGS, help="comma-separated settings (see above)")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
+    p.add_argument("--out", default="runs/ustat_experiment")
+    p.add_argument("--report-only", action="store_true", help="train nothing: summarise what --out holds")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides for every run (default, as the group-size sweep's: run.steps=16 "
+                   "run.eval_every=8 run.checkpoint_every=8 run.samples_every=0)")
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/smollm2-arith-demo.yaml", help="training config")
-    parser.add_argument("--budget", type=int, default=32, help="N completions per step")
-    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="comma-separated settings (see above)")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
-    parser.add_argument("--out", default="runs/ustat_experiment")
-    parser.add_argument("--report-only", action="store_true", help="train nothing: summarise what --out holds")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="config overrides for every run (default, as the group-size sweep's: run.steps=16 "
-                        "run.eval_every=8 run.checkpoint_every=8 run.samples_every=0)")
-    args = parser.parse_args()
+    args = parser().parse_args()
     settings = args.settings.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     per_setting = {name: setting_overrides(name, args.budget) for name in settings}  # errors before any run

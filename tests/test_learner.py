@@ -16,18 +16,6 @@ from grpo_train import checkpoint
 from grpo_train.config import load_config
 from grpo_train.forward import compile_model, pack_completions, token_logprobs
 from grpo_train.learner import Learner, deepspeed_config, init_distributed, lr_lambda, make_update_batch
-from grpo_train.models import resolve_model
-
-
-@pytest.fixture(scope="module")
-def tiny_path():
-    if not dist.is_initialized():
-        # An earlier test may have left a torn-down world's RANK / MASTER_PORT behind (a closed in-process vLLM
-        # engine destroys the process group): start a fresh world of one on a free port instead.
-        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            os.environ.pop(key, None)
-    init_distributed()
-    return resolve_model("tiny-qwen2")
 
 
 def make_cfg(*overrides):

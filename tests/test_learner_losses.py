@@ -3,7 +3,6 @@
 the logged loss and statistics are those of the whole batch; dropout does not move the importance ratio."""
 
 import json
-import os
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -11,12 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 from naive_losses import naive_loss
 
 from grpo_train.config import load_config
-from grpo_train.learner import Learner, clip_range, init_distributed, make_update_batch
-from grpo_train.models import resolve_model
+from grpo_train.learner import Learner, clip_range, make_update_batch
 
 # lr = adam_eps = 1: Adam's first step is -g / (|g| + 1) per element (bias-corrected moments g and g^2), which
 # gives the gradient back exactly, g = -step / (1 - |step|), whatever the ZeRO stage does with it on the way.
@@ -36,15 +33,6 @@ CASES = {
                                       "algorithm.loss_agg=seq_mean_token_sum_norm", "learner.zero_stage=3",
                                       "learner.micro_batch_size=4"],
 }
-
-
-@pytest.fixture(scope="module")
-def tiny_path():
-    if not dist.is_initialized():
-        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            os.environ.pop(key, None)
-    init_distributed()
-    return resolve_model("tiny-qwen2")
 
 
 def case_cfg(case: str):

@@ -4,30 +4,18 @@ last layer's weight, projected with the same factors. Through the real DeepSpeed
 micro-batches, shared prompts (packed completions), the per-sequence loss normaliser and skipped rows."""
 
 import math
-import os
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from grpo_train.config import load_config
 from grpo_train.forward import shared_prompt_layout, token_logprobs
-from grpo_train.learner import Learner, init_distributed, make_update_batch
-from grpo_train.models import resolve_model
+from grpo_train.learner import Learner, make_update_batch
 from grpo_train.score_sketch import last_linear, sketch_factors
 
 TEMPERATURE = 0.7
 DIM = 12
 SEED = 5
-
-
-@pytest.fixture(scope="module")
-def tiny_path():
-    if not dist.is_initialized():
-        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            os.environ.pop(key, None)
-    init_distributed()
-    return resolve_model("tiny-qwen2")
 
 
 def grouped_batch(advantages: list[float]):

@@ -122,6 +122,8 @@ MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+# Most GSM8K answers: no normalising step below changes such a string, so the functions return it at once.
+_PLAIN_DECIMAL = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @functools.lru_cache(maxsize=256)
@@ -129,6 +131,8 @@ def strip_wrappers(latex: str) -> str:
     """Removes math delimiters, spacing commands, currency, degrees, trailing punctuation and
     parentheses around the whole answer ("((5))" is 5)."""
     s = latex.strip()
+    if _PLAIN_DECIMAL.fullmatch(s):
+        return s
     while (m := _MATH_DELIMS.match(s)) and m.group(1) != s:
         s = m.group(1)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s).replace("∈", "\\in ").replace("\\dbinom", "\\binom")
@@ -168,6 +172,8 @@ def _strip_outer_brackets(s: str) -> str:
 def clean(latex: str, keep_assignment: bool = False) -> str:
     """Normalised answer: wrappers, a trailing unit and (unless kept) a leading "x =" removed."""
     s = strip_wrappers(latex)
+    if _PLAIN_DECIMAL.fullmatch(s):
+        return s
     if not keep_assignment:
         s = ASSIGNMENT.sub("", s, count=1)
     unit = _TRAILING_UNIT.match(s)
@@ -185,7 +191,10 @@ def is_text_only(s: str) -> bool:
 def canonical(latex: str) -> str:
     """A spelling-insensitive key: no spaces, `\\text{}` unwrapped, `_{8}` -> `_8`, `\\sqrt3` -> `\\sqrt{3}`,
     `\\frac34` -> `\\frac{3}{4}`, choice letters and words case-folded."""
-    s = TEXT_WRAP.sub(r"\1", strip_wrappers(latex))
+    s = strip_wrappers(latex)
+    if _PLAIN_DECIMAL.fullmatch(s):
+        return s
+    s = TEXT_WRAP.sub(r"\1", s)
     s = re.sub(r"_\{(\w+)\}", r"_\1", s)
     s = re.sub(r"\\sqrt\s*(\w)", r"\\sqrt{\1}", s)
     s = re.sub(r"\\frac\s*(\w)", r"\\frac{\1}", s)

@@ -133,6 +133,8 @@ def _retracts(gap: str) -> bool:
 
 def _same_answer(first: str, second: str) -> bool:
     """Whether two boxes of one response agree (same text, or same number: 15\\frac{39}{40} and 639/40)."""
+    if first == second:
+        return True  # one box, compared with itself by _boxed_answer
     numbers = as_number(clean(first)), as_number(clean(second))
     same_number = None not in numbers and numbers[0].value == numbers[1].value
     return same_number or canonical(first) == canonical(second)

@@ -45,7 +45,14 @@ from typing import Any, NamedTuple
 
 from grpo_train.rewards import RewardFunction, as_reward
 from grpo_train.user_code import UserCodeError, load_function
-from grpo_train.verifier import ItemTimeout, Judgement, install_timeout_handler, judge_with_timeout, warm_up
+from grpo_train.verifier import (
+    ItemTimeout,
+    Judgement,
+    judge_with_timeout,
+    keep_timeout_handler,
+    raise_item_timeout,
+    warm_up,
+)
 
 SOFT_TIMEOUT_FRACTION = 0.8  # the in-worker timer fires first, so most timeouts cost no restart
 STARTUP_TIMEOUT_S = 300.0  # importing SymPy + Math-Verify on a loaded machine
@@ -146,7 +153,7 @@ def _serve_until_closed(conn: Connection) -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     loaded = [_load(fn) for fn in functions]
     warm_up()
-    install_timeout_handler()  # for the worker's life: the per-item timers then only set and clear an itimer
+    keep_timeout_handler()
     conn.send(_READY)
     while (chunk := conn.recv()) is not None:
         for index, part, args in chunk:
@@ -177,7 +184,6 @@ def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s:
     """(status, error, value) of one reward function call under a SIGALRM timer (as judge_with_timeout)."""
     if isinstance(fn, str):
         return "error", fn, None
-    install_timeout_handler()  # in case the user's function replaced it
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout_s, 0.25)  # re-fires in case the function swallows it
@@ -191,6 +197,7 @@ def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s:
         return "error", f"{type(exc).__name__}: {exc}"[:500], None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)  # also when the alarm hit between the call and the inner finally
+        signal.signal(signal.SIGALRM, raise_item_timeout)  # the worker's handler, whatever the user's code set
     return ("no_answer" if value is None else "ok"), None, value
 
 

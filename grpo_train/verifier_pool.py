@@ -324,6 +324,9 @@ class VerifierPool:
         return scored
 
     def _dispatch(self, pending: deque[int], jobs: list[tuple[int, int, tuple]], chunk: int) -> None:
+        # Smaller chunks and queues near the end of the batch, so that no worker idles while another still
+        # holds a full queue.
+        chunk = max(1, min(chunk, len(pending) // (2 * len(self._workers))))
         for slot, worker in enumerate(self._workers):
             while pending and worker.ready and len(worker.inflight) < 2 * chunk:
                 indices = [pending.popleft() for _ in range(min(chunk, len(pending)))]

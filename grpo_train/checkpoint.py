@@ -116,6 +116,14 @@ def step_of(path: Path) -> int:
     return int(path.name.split("-")[-1])
 
 
+def _free_space(folder: Path) -> str:
+    """"12.3 GB free on <folder>", so that a full disk reads as one."""
+    try:
+        return f"{shutil.disk_usage(folder).free / 1e9:.1f} GB free on {folder}"
+    except OSError:
+        return f"free space on {folder} unknown"
+
+
 def _reason(err: BaseException) -> str:
     """One line out of an exception's message (torch's weights_only refusal spans a paragraph)."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
@@ -272,12 +280,13 @@ def save_checkpoint(run_dir: Path, step: int, engine, trainer_state: dict[str, A
             _write_json_atomic(tmp / MANIFEST, {"step": step, "files": files})
             _publish(tmp, final)
             _prune(run_dir, step, keep_last)
-    except (OSError, MemoryError, torch.OutOfMemoryError) as err:
+    # torch's file writer reports a refused write (disk full, file size limit) as a RuntimeError, not an OSError.
+    except (OSError, RuntimeError, MemoryError, torch.OutOfMemoryError) as err:
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)  # give the space back; nothing published refers to it
         usable = find_resumable(run_dir, warn=False)
-        raise CheckpointError(f"saving {final.name} failed ({type(err).__name__}: {_reason(err)}); "
-                              f"a resume would use {usable or 'no checkpoint'}") from err
+        raise CheckpointError(f"saving {final.name} failed ({type(err).__name__}: {_reason(err)}; "
+                              f"{_free_space(root)}); a resume would use {usable or 'no checkpoint'}") from err
     dist.barrier()
     return final
 

@@ -11,6 +11,8 @@ import json
 import os
 import random
 import re
+import resource
+import signal
 
 import numpy as np
 import pytest
@@ -249,6 +251,26 @@ def test_failed_save_leaves_previous_checkpoint_usable(tmp_path, learner, tiny_p
     assert checkpoint.load_checkpoint(first, learner.engine) == {"step": 1}
     for name, value in weights(learner).items():
         assert torch.equal(value, at_step_1[name]), name
+
+
+def test_a_real_write_failure_is_reported_and_cleaned_up(tmp_path, learner, tiny_path):
+    """Not a patched failure: past RLIMIT_FSIZE the kernel refuses the write (EFBIG), as a full disk does
+    (ENOSPC). torch's zip writer, under DeepSpeed's engine save, reports that as a RuntimeError ("unexpected
+    pos"), not an OSError: a run that filled its disk once stopped with that traceback and left its temporary
+    folder behind."""
+    first = save(tmp_path, 1, learner, tiny_path)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the process at the limit
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, hard))
+    expected = f"saving step-000002 failed .*GB free on .*use {re.escape(str(first))}$"
+    try:
+        with pytest.raises(checkpoint.CheckpointError, match=expected):
+            save(tmp_path, 2, learner, tiny_path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert names(tmp_path) == ["latest", "step-000001"]
+    assert checkpoint.load_checkpoint(first, learner.engine) == {"step": 1}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -155,7 +155,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--report-only", action="store_true", help="train nothing: summarise what --out holds")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides for every run (default, as the group-size sweep's: run.steps=16 "
-                   "run.eval_every=8 run.checkpoint_every=8 run.samples_every=0)")
+                   "run.eval_every=8 run.checkpoint_every=8 run.keep_last=1 run.samples_every=0)")
     return p
 
 
@@ -164,7 +164,9 @@ def main() -> None:
     settings = args.settings.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     per_setting = {name: setting_overrides(name, args.budget) for name in settings}  # errors before any run
-    overrides = args.overrides or ["run.steps=16", "run.eval_every=8", "run.checkpoint_every=8", "run.samples_every=0"]
+    # keep_last=1: one checkpoint per run is enough to resume; the demo model's take ~2 GB each (weights and Adam).
+    overrides = args.overrides or ["run.steps=16", "run.eval_every=8", "run.checkpoint_every=8", "run.keep_last=1",
+                                   "run.samples_every=0"]
     from grpo_train.config import load_config
 
     final_step = load_config(args.config, [*overrides, *per_setting[settings[0]]]).run.steps

@@ -20,22 +20,28 @@ full timeout, the parent kills the worker, marks that item "timeout", starts a n
 the rest of the dead worker's items. A worker that dies on its own (segfault, OOM kill) marks its item
 "error" the same way. The batch always completes, in input order.
 
-Dispatch: items go out in chunks (one message per chunk, at most two chunks queued per worker) and
-every result comes back as its own small message, so the parent knows which item each worker is on
-and since when. Workers are fresh interpreters (`python -c`) talking over a socket pair: not forked
-(forking a trainer that holds vLLM/torch threads is unsafe) and not multiprocessing-spawned (spawn
-re-imports the parent's __main__, i.e. the trainer with torch and vLLM, in every worker).
+Dispatch: items go out in chunks (at most two queued per worker) and a chunk's results come back in
+one message. Which item a worker is on, the parent reads from an 8-byte slot of memory it shares with
+the worker (the worker writes the item's index before starting it): one message per result cost the
+workers and the parent more than a GSM8K item's scoring itself.
+
+Workers are fresh interpreters (`python -c`) talking over a socket pair: not forked (forking a trainer
+that holds vLLM/torch threads is unsafe) and not multiprocessing-spawned (spawn re-imports the parent's
+__main__, i.e. the trainer with torch and vLLM, in every worker).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
@@ -56,6 +62,7 @@ from grpo_train.verifier import (
 
 SOFT_TIMEOUT_FRACTION = 0.8  # the in-worker timer fires first, so most timeouts cost no restart
 STARTUP_TIMEOUT_S = 300.0  # importing SymPy + Math-Verify on a loaded machine
+PROGRESS_CHECKS_PER_TIMEOUT = 4  # how often the parent looks at a busy worker's slot: a hang costs <= 1.25 x timeout
 _READY = "ready"
 
 
@@ -131,22 +138,59 @@ def function_errors(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequ
 
 
 # ----------------------------------------------------------------------------------------------------
+# The slot a worker writes its current job's index to, and the parent reads
+
+
+IDLE = -1  # between chunks
+_INDEX = struct.Struct("q")  # one aligned 8-byte word: written and read whole
+
+
+class _ProgressSlot:
+    """8 bytes of memory shared by the parent and one worker, through a file descriptor the worker
+    inherits (an anonymous memfd on Linux, an unlinked temporary file elsewhere)."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        if fd is None:
+            fd = os.memfd_create("grpo-verifier-progress") if hasattr(os, "memfd_create") else _unlinked_file()
+            os.ftruncate(fd, _INDEX.size)
+        self.fd = fd
+        self._memory = mmap.mmap(fd, _INDEX.size)
+        self.write(IDLE)
+
+    def write(self, index: int) -> None:
+        _INDEX.pack_into(self._memory, 0, index)
+
+    def read(self) -> int:
+        return _INDEX.unpack_from(self._memory, 0)[0]
+
+    def close(self) -> None:
+        self._memory.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _unlinked_file() -> int:
+    with tempfile.TemporaryFile() as file:
+        return os.dup(file.fileno())
+
+
+# ----------------------------------------------------------------------------------------------------
 # Worker process
 
 
-def _serve(fd: int) -> None:
+def _serve(fd: int, progress_fd: int) -> None:
     """The worker's main loop (run by `python -c`): scores chunks until it receives None.
 
     A parent that exits without saying goodbye (an error, a kill) closes the socket: the worker then
     ends quietly instead of printing a traceback under the parent's own error message.
     """
     try:
-        _serve_until_closed(Connection(fd))
+        _serve_until_closed(Connection(fd), _ProgressSlot(progress_fd))
     except (EOFError, ConnectionResetError, BrokenPipeError):
         return
 
 
-def _serve_until_closed(conn: Connection) -> None:
+def _serve_until_closed(conn: Connection, progress: _ProgressSlot) -> None:
     sys.path[:0] = [path for path in conn.recv() if path not in sys.path]  # the parent's, for judge_fn
     soft_timeout_s, judge_fn, functions = conn.recv()
     # Math-Verify warns that its own timeouts are off: this process times each item itself.
@@ -156,11 +200,15 @@ def _serve_until_closed(conn: Connection) -> None:
     keep_timeout_handler()
     conn.send(_READY)
     while (chunk := conn.recv()) is not None:
+        results = []
         for index, part, args in chunk:
+            progress.write(index)
             if part == JUDGE:
-                conn.send((index, *_judge(judge_fn, args, soft_timeout_s)))
+                results.append((index, *_judge(judge_fn, args, soft_timeout_s)))
             else:
-                conn.send((index, *_call(loaded[part], functions[part].kwargs, args, soft_timeout_s)))
+                results.append((index, *_call(loaded[part], functions[part].kwargs, args, soft_timeout_s)))
+        progress.write(IDLE)
+        conn.send(results)
 
 
 def _load(fn: RewardFunction) -> Callable[..., object] | str:
@@ -209,16 +257,12 @@ def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s:
 class _Worker:
     process: subprocess.Popen
     conn: Connection
+    progress: _ProgressSlot
     ready: bool = False
-    inflight: deque[int] = field(default_factory=deque)  # job indices sent, in the order they run
-    progress_at: float = 0.0  # when the worker started its current job (as seen by the parent)
+    inflight: deque[int] = field(default_factory=deque)  # job indices sent and not yet reported, in run order
+    running: int = IDLE  # the slot's value when the parent last looked
+    progress_at: float = 0.0  # when the parent saw the worker start its current job (or report a chunk)
     started_at: float = field(default_factory=time.monotonic)
-
-
-# Each wake-up of the parent costs it ~50 us of CPU, taken from the workers when they have every core (2 workers
-# on 2 cores): with ~100 us items it woke for nearly every result. A pause after a wake-up while items are still
-# queued lets several results arrive per wake-up; it delays nothing but the parent's own bookkeeping.
-COLLECT_PAUSE_S = 0.001
 
 
 class VerifierPool:
@@ -252,14 +296,15 @@ class VerifierPool:
 
     def _start_worker(self) -> _Worker:
         parent_end, child_end = socket.socketpair()
+        progress = _ProgressSlot()
         paths = [path or os.getcwd() for path in sys.path]
         process = subprocess.Popen(
             [
                 sys.executable,
                 "-c",
-                f"from grpo_train.verifier_pool import _serve; _serve({child_end.fileno()})",
+                f"from grpo_train.verifier_pool import _serve; _serve({child_end.fileno()}, {progress.fd})",
             ],
-            pass_fds=[child_end.fileno()],
+            pass_fds=[child_end.fileno(), progress.fd],
             stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
         )
@@ -267,7 +312,14 @@ class VerifierPool:
         conn = Connection(parent_end.detach())
         conn.send(paths)
         conn.send((self.timeout_s * SOFT_TIMEOUT_FRACTION, self.judge_fn, self.functions))
-        return _Worker(process, conn)
+        return _Worker(process, conn, progress)
+
+    def wait_until_ready(self) -> None:
+        """Blocks until every worker has started (a benchmark times the warm pool, as a training step sees it)."""
+        while starting := [w for w in self._workers if not w.ready]:
+            wait([w.conn for w in starting], timeout=1.0)
+            for slot, worker in enumerate(self._workers):
+                self._collect(slot, worker, [], deque())
 
     def score_batch(
         self,
@@ -286,8 +338,7 @@ class VerifierPool:
         while pending or any(w.inflight for w in self._workers):
             self._dispatch(pending, jobs, chunk)
             busy = [w for w in self._workers if w.inflight or not w.ready]
-            if wait([w.conn for w in busy], timeout=self._seconds_to_next_deadline(busy)) and pending:
-                time.sleep(COLLECT_PAUSE_S)  # let a few more results arrive before this process wakes up again
+            wait([w.conn for w in busy], timeout=self._seconds_to_next_check(busy))
             for slot, worker in enumerate(self._workers):
                 self._collect(slot, worker, messages, pending)
         return self._assemble(verify_items, jobs, messages, accuracy_weight)
@@ -340,10 +391,12 @@ class VerifierPool:
                     worker.progress_at = time.monotonic()
                 worker.inflight.extend(indices)
 
-    def _seconds_to_next_deadline(self, busy: list[_Worker]) -> float:
+    def _seconds_to_next_check(self, busy: list[_Worker]) -> float:
+        """Until the first busy worker's deadline, or the next look at the progress slots if sooner."""
         now = time.monotonic()
         deadlines = [w.progress_at + self.timeout_s for w in busy if w.ready]
-        return max(0.0, min(deadlines, default=now + 1.0) - now)
+        until_deadline = min(deadlines, default=now + 1.0) - now
+        return max(0.0, min(until_deadline, self.timeout_s / PROGRESS_CHECKS_PER_TIMEOUT))
 
     def _collect(self, slot: int, worker: _Worker, messages: list[tuple | None], pending: deque[int]) -> None:
         """Reads the worker's finished items; replaces it if it died or overran the timeout."""
@@ -354,13 +407,16 @@ class VerifierPool:
                 if message == _READY:
                     worker.ready = True
                     continue
-                messages[message[0]] = message
-                worker.inflight.popleft()
+                for result in message:  # one chunk's results, in the order its jobs were sent
+                    messages[result[0]] = result
+                    worker.inflight.popleft()
         except (EOFError, OSError):
             self._fail_current(slot, worker, messages, pending, "error", "verifier worker died")
             return
         now = time.monotonic()
-        if worker.ready and worker.inflight and now - worker.progress_at > self.timeout_s:
+        if worker.ready and worker.inflight and (running := worker.progress.read()) != worker.running:
+            worker.running, worker.progress_at = running, now  # started another job since the last look
+        elif worker.ready and worker.inflight and now - worker.progress_at > self.timeout_s:
             self._fail_current(slot, worker, messages, pending, "timeout", None)
         elif not worker.ready and now - worker.started_at > STARTUP_TIMEOUT_S:
             raise RuntimeError(f"verifier worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
@@ -377,9 +433,12 @@ class VerifierPool:
         if not worker.ready:
             raise RuntimeError(f"verifier worker exited during start-up (exit code {worker.process.poll()})")
         if worker.inflight:
-            index = worker.inflight.popleft()
+            # The job the worker was on takes the blame; the rest of its queue, including jobs it finished
+            # but had not reported yet (they come back a chunk at a time), is scored again by its successor.
+            running = worker.progress.read()
+            index = running if running in worker.inflight else worker.inflight[0]
             messages[index] = (index, status, error, None)
-            pending.extendleft(reversed(worker.inflight))
+            pending.extendleft(reversed([i for i in worker.inflight if i != index]))
         self._replace(slot, worker)
 
     def _replace(self, slot: int, worker: _Worker) -> None:
@@ -404,6 +463,7 @@ def _stop(worker: _Worker, graceful: bool) -> None:
         worker.process.kill()
     worker.process.wait(timeout=5.0)
     worker.conn.close()
+    worker.progress.close()
 
 
 def score_batch(

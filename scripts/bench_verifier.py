@@ -131,7 +131,7 @@ def run(cases: list[dict], workers: int, timeout_s: float, gsm8k_repeats: int) -
     baseline_verdict({"gold": "1", "response": "$1$"})  # load Math-Verify's grammar before timing
     started = time.perf_counter()
     with VerifierPool(num_workers=workers, timeout_s=timeout_s) as pool:
-        pool.score_batch([VerifyItem("\\boxed{1}", "1", "math")] * (2 * workers))  # wait until ready
+        pool.wait_until_ready()
         pool_start_s = time.perf_counter() - started
         ours_gsm8k, base_gsm8k, ours_gsm8k_rate, base_gsm8k_rate = time_interleaved(
             pool, gsm8k * gsm8k_repeats, slice_size=len(gsm8k)

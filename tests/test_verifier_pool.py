@@ -98,6 +98,20 @@ def test_hung_and_crashed_workers_are_replaced_and_the_batch_completes():
         assert pool.score_batch([VerifyItem("#### 9", "9", "gsm8k")])[0].accuracy_reward == 1.0
 
 
+def test_the_job_a_worker_is_on_takes_the_blame_not_the_finished_ones_of_its_chunk():
+    """Results come back a chunk at a time: when a worker hangs or dies on a chunk's last job, the jobs it
+    finished before are not reported yet. The shared progress slot names the job it was on."""
+    items = [VerifyItem(f"#### {i}", str(i), "gsm8k") for i in range(12)]
+    items[2] = VerifyItem("hang", "2", "gsm8k")  # the first chunk is jobs 0, 1, 2
+    items[5] = VerifyItem("crash", "5", "gsm8k")  # the second chunk is jobs 3, 4, 5
+    with VerifierPool(num_workers=1, timeout_s=1.0, chunk_size=3, judge_fn=hang_or_crash) as pool:
+        pool.wait_until_ready()
+        scored = pool.score_batch(items)
+    assert [s.status for s in scored] == ["ok"] * 2 + ["timeout"] + ["ok"] * 2 + ["error"] + ["ok"] * 6
+    assert [s.accuracy_reward for s in scored] == [1.0] * 2 + [0.0] + [1.0] * 2 + [0.0] + [1.0] * 6
+    assert pool.restarts == 2
+
+
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError):
         VerifierPool(num_workers=0)

@@ -27,16 +27,16 @@ A gold value met only mid-text (a guess, an intermediate step) is never enough (
 answer was in \\boxed{} (GSM8K: or "#### N").
 
 Comparison: one value per answer. "x = 1 or x = 2", "\\{1, 2\\}", "3 \\pm 2" and "x = 5 \\quad x = 7" are
-lists; a list equals the gold when each item matches a different gold item, in any order ("a_37 = 19,
-a_3 = 2" answers "a_3 = 2, a_37 = 19"). A number that is bounded, approximated or excluded ("more than
-5", "about 5", "5 or more", "\\approx 5", "any number except 5") is not that number. An equation is read
-as its last right side only if every left side is a name (x, a_3, f(2), "the answer") or equals that
-right side ("2 \\times 9 = 18"); "7 = 5" is not 5. Plain numbers (thousands separators, `$`, `.0`,
-units, percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them
-are compared exactly as fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28
+lists; a list equals the gold when each item matches a different gold item, in any order ("a_37 = 19, a_3
+= 2" answers "a_3 = 2, a_37 = 19"). A number that is bounded, approximated or excluded ("more than 5",
+"about 5", "5 or more", "5 (approx.)", "5 max", "\\approx 5", "any number except 5") is not that number.
+An equation is read as its last right side only if every left side is a name (x, a_3, f(2), "the answer")
+or equals that right side ("2 \\times 9 = 18"); "7 = 5" is not 5. Plain numbers (thousands separators,
+`$`, `.0`, units, percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices
+of them are compared exactly as fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28
 answers 28% (C6). Everything else goes to Math-Verify (LaTeX -> SymPy: sets, intervals, matrices,
-equations) after decimals are rewritten as exact fractions, and an equality it finds is confirmed
-exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass.
+equations) after decimals are rewritten as exact fractions, and an equality it finds is confirmed exactly:
+Math-Verify compares to 15 digits, so pi + 10^-30 would pass.
 
 The answer-form rule (C5 generalised: an echo is wrong even when the values are equal). A final answer
 has carried out every operation the gold has carried out; an answer still holding one is the question's

@@ -99,7 +99,7 @@ _MATH_DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\[|\\\()\s*(.*?)\s*(?:\$\$|\$|\\\]|
 _GROUPED_COMMA = re.compile(r",\s*\\!\s*|\s*\{\s*,\s*\}\s*")  # 10,\!080 and 14{,}916 (not "32, 349")
 _THIN_SPACE = re.compile(r"(?<!\\)\\[,;:!](?![a-zA-Z])")
 _SPACING = re.compile(
-    r"(?<!\\)\\(?:left|right|displaystyle|textstyle|q?quad|(?:big|Big)g?[lr]?|tiny|scriptsize|footnotesize|small"
+    r"(?<!\\)\\(?:left|right|displaystyle|textstyle|smash|q?quad|(?:big|Big)g?[lr]?|tiny|scriptsize|footnotesize|small"
     r"|normalsize|large|Large|LARGE|huge|Huge|bf|it|rm|sf)(?![a-zA-Z])|(?<!\\)\\ "
 )
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree")
@@ -223,13 +223,19 @@ NUMBER_TOKEN = re.compile(
 )
 # A bound, an approximation or an exclusion around a number is not the number: "more than 5",
 # "about 5", "5 or more", "any number except 5".
+# Before the number, or after it (also in parentheses: "5 (approx.)", "5 (max)"); "min" after a number is
+# minutes, so only "minimum" counts there.
 QUALIFIER = re.compile(
     r"\b(?:(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:least|most)|about"
-    r"|around|approx(?:imately)?|roughly|nearly|almost|circa|close\s+to|up\s+to|over|under|above|below|beyond"
+    r"|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|close\s+to|up\s+to|over|under|above|below|beyond"
     r"|exceeding|upwards\s+of|except(?:\s+for)?|excluding|besides|not|any|some|between|within|maybe|perhaps"
-    r"|possibly|probably|likely|estimated|anything\s+but)\b[\s$:]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
-    r"|(?<=[\d}$])\s*(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts)"
-    r"|at\s+(?:the\s+)?(?:least|most)|approximately|roughly|give\s+or\s+take|plus\s+or\s+minus|-?ish)\b",
+    r"|possibly|probably|likely|est(?:imated?|\.)?|guess|(?:upper|lower)\s+bound|a\s+(?:maximum|minimum)\s+of"
+    r"|anything\s+but)(?![a-z])[\s$:]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
+    r"|(?<=[\d}$])[\s(]*(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts)"
+    r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower)|upwards?|tops|or\s+so"
+    r"|at\s+(?:the\s+)?(?:least|most)|approx(?:imately|imate|\.)?|roughly|give\s+or\s+take|plus\s+or\s+minus"
+    r"|est(?:imated?|\.)?|max(?:imum|\.)?|minimum|(?:upper|lower)?\s*bound|guess(?:ed)?|not\s+sure|unsure|-?ish"
+    r")(?![a-z])",
     re.IGNORECASE,
 )
 NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n't\b", re.IGNORECASE)

@@ -260,6 +260,19 @@ CASES: list[Case] = [
         ("The answer is 5 marbles.", True, "a unit"),
         ("The answer is $\\boxed{5}$ marbles.", True, "boxed, with a unit outside"),
     ], dataset="gsm8k"),
+    *_cases("qualifier", "How long does the trip take, in minutes?", "5", [
+        (_box("5 \\text{ (approx.)}"), False, "an abbreviated approximation in parentheses"),
+        (_box("\\text{approx. } 5"), False, "an abbreviated approximation before the number"),
+        (_box("5 \\text{ max}"), False, "an upper bound after the number"),
+        (_box("5 \\text{ (upper bound)}"), False, "a bound named as one"),
+        (_box("5 \\text{ and up}"), False, "a lower bound after the number"),
+        (_box("5 \\text{ tops}"), False, "an upper bound after the number"),
+        (_box("\\text{est. } 5"), False, "an estimate"),
+        ("#### 5 (estimated)", False, "an estimate after ####"),
+        (_box("5 \\text{ minimum}"), False, "a lower bound after the number"),
+        (_box("5 \\text{ min}"), True, "minutes, not a minimum"),
+        (_box("5 \\text{ minutes}"), True, "a unit"),
+    ], dataset="gsm8k"),
     # ------------------------------------------------------------------------------------------------
     # equation: the left side must be a name or equal to the right side
     *_cases("equation", "How many?", "5", [
@@ -461,6 +474,8 @@ CASES: list[Case] = [
         ]
     ],
     Case("recall", None, "The answer is $\\boxed{\\color{red}{7}}$.", "7", "gsm8k", True, "colour, GSM8K"),
+    Case("recall", "Find $x$.", "The answer is $\\boxed{\\smash{7}}$.", "7", "math", True,
+         "\\smash prints its content"),
     Case("recall", "How many pages?", "She reads 120 + 85 = 205 pages.\nThe answer is 205.", "205", "gsm8k", True,
          "a plain statement"),
     Case("recall", "How many dollars?", "#### 1,600", "1600", "gsm8k", True, "thousands separator"),

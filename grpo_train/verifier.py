@@ -30,13 +30,17 @@ Comparison: one value per answer. "x = 1 or x = 2", "\\{1, 2\\}", "3 \\pm 2" and
 lists; a list equals the gold when each item matches a different gold item, in any order ("a_37 = 19, a_3
 = 2" answers "a_3 = 2, a_37 = 19"). A number that is bounded, approximated or excluded ("more than 5",
 "about 5", "5 or more", "5 (approx.)", "5 max", "\\approx 5", "any number except 5") is not that number.
-An equation is read as its last right side only if every left side is a name (x, a_3, f(2), "the answer")
-or equals that right side ("2 \\times 9 = 18"); "7 = 5" is not 5. Plain numbers (thousands separators,
-`$`, `.0`, units, percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices
-of them are compared exactly as fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28
-answers 28% (C6). Everything else goes to Math-Verify (LaTeX -> SymPy: sets, intervals, matrices,
-equations) after decimals are rewritten as exact fractions, and an equality it finds is confirmed exactly:
-Math-Verify compares to 15 digits, so pi + 10^-30 would pass.
+An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle
+ABC, (x, y), "the answer": no operation or number outside subscripts and arguments), an expression the
+problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5"
+is not 5, "x + y = 0" is not 0. An equation written as the problem writes one of its givens ("a + b + c +
+d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
+its letter, not by an equation ("z = c" for (C)). Plain numbers (thousands separators, `$`, `.0`, units,
+percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are
+compared exactly as fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28%
+(C6). Everything else goes to Math-Verify (LaTeX -> SymPy: sets, intervals, matrices, equations) after
+decimals are rewritten as exact fractions, and an equality it finds is confirmed exactly: Math-Verify
+compares to 15 digits, so pi + 10^-30 would pass.
 
 The answer-form rule (C5 generalised: an echo is wrong even when the values are equal). A final answer
 has carried out every operation the gold has carried out; an answer still holding one is the question's

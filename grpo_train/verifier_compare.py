@@ -15,11 +15,13 @@ from sympy import Basic, Expr, FiniteSet, Interval, MatrixBase, Tuple, cancel, s
 from sympy.core.relational import Relational
 
 from grpo_train.verifier_form import (
+    asked_expression,
     asks_for,
     echoes_question,
     evaluated_by_parser,
     exact_value,
     pending_operations,
+    restates_given,
     symbolic_factors,
     too_big,
     unexpanded,
@@ -57,6 +59,7 @@ _BRACKETED = re.compile(r"^([(\[])(.*)([)\]])$", re.DOTALL)
 _MATRIX = re.compile(r"^\\begin\{([pbB]?matrix)\}((?:(?!\\begin\{).)*)\\end\{\1\}$", re.DOTALL)
 _BASE_LITERAL = re.compile(r"^\w+_\{?\d+\}?$")
 _FREE_LETTER = re.compile(r"[a-df-hj-zA-Z]")  # a variable (e and i may be constants)
+_CHOICE = re.compile(r"^[A-E]$")  # canonical() of "(C)", "\\text{(C)}", "c"
 _COMMANDS = re.compile(r"\\(?:text|mathrm|mbox)\s*\{[^{}]*\}|\\[a-zA-Z]+")
 
 
@@ -139,9 +142,11 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
         return False  # "y \in [0, 1]" does not answer "x \in [0, 1]"
     keep = "=" in gold and not gold_lhs  # an equation, not "x = value": "x^2/4 + y^2/3 = 1", "V_1:V_2 = 11:21"
     answer_clean, gold_clean = clean(answer, keep), clean(gold, keep)
+    if restates_given(answer, gold, problem) or (EQUALS.search(answer) and _CHOICE.match(canonical(gold))):
+        return False  # a given restated; a multiple choice is answered by its letter, not "z = c"
     if not keep:
-        answer_clean = _equation_value(answer_clean)
-        gold_clean = _equation_value(gold_clean) or gold_clean
+        answer_clean = _equation_value(answer_clean, problem)
+        gold_clean = _equation_value(gold_clean, problem) or gold_clean
     if not answer_clean or not gold_clean:
         return False
     if keep and not EQUALS.search(answer_clean) and canonical(answer_clean) == canonical(EQUALS.split(gold_clean)[-1]):
@@ -205,17 +210,30 @@ def _numbers_match(
     return problem is None or not echoes_question(answer_clean, gold_clean, response, problem)
 
 
-def _equation_value(latex: str) -> str:
-    """The value an equation chain ends on, when every left side is a name ("f(2)", "the answer") or
-    equals that value ("2 \\times 9 = 18"); "" when one does not ("7 = 5")."""
+def _equation_value(latex: str, problem: str | None) -> str:
+    """The value an equation chain ends on, when every left side is a name ("x", "f(2)", "the answer"), an
+    expression the problem asks for ("m + n") or equals that value ("2 \\times 9 = 18"); "" when one is
+    none of these ("7 = 5", "x + y = 0")."""
     if not EQUALS.search(latex):
         return latex
     *sides, value = (side.strip() for side in EQUALS.split(latex))
     for side in sides:
-        named = re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", " ", TEXT_WRAP.sub(r" \1 ", side)))
-        if not side or (not named and not _sides_equal(side, value)):
+        if not side or not (_is_name(side) or asked_expression(side, problem) or _sides_equal(side, value)):
             return ""
     return value
+
+
+# What a name may hold besides letters: subscripts, primes, a function's arguments, bars, a tuple of names
+# ("(x, y)"), words and commands such as \angle or \theta; an operation or a number outside those is not a name.
+_SUBSCRIPT_OR_ARGUMENTS = re.compile(r"_\{[^{}]*\}|_\\?\w+|(?<=[a-zA-Z'}])\s*\([^()]*\)")
+_OPERATION = re.compile(
+    r"[-+*/^<>\d]|\\(?:[dt]?frac|sqrt|cdot|times|div|pm|mp|log|ln|exp|[dt]?binom|sum|prod|int|pi|infty)(?![a-zA-Z])"
+)
+
+
+def _is_name(side: str) -> bool:
+    bare = _SUBSCRIPT_OR_ARGUMENTS.sub(" ", TEXT_WRAP.sub(r" \1 ", side))
+    return re.search(r"[a-zA-Z]", bare) is not None and _OPERATION.search(bare) is None
 
 
 def _sides_equal(left: str, right: str) -> bool:

@@ -8,6 +8,7 @@ SymPy tree that Math-Verify's LaTeX parser builds (it keeps `99^2 + 99 + 1` as a
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -17,7 +18,7 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 from sympy.sets.sets import Set
 
-from grpo_train.verifier_text import MATH_SPAN, as_number, canonical, matching_brace, math_content
+from grpo_train.verifier_text import EQUALS, MATH_SPAN, as_number, canonical, matching_brace, math_content
 
 MAX_SYMPY_CHARS = 400  # a longer answer is compared as text only
 MAX_DEPTH = 12  # brackets nested deeper than this are not an answer (MATH golds nest at most 3)
@@ -174,8 +175,11 @@ def _pending_product(node: Mul) -> str | None:
     combine (x*x, sqrt2*sqrt3)."""
     if Integer(1) in node.args and not (len(node.args) == 2 and _is_reciprocal(node.args[1 - node.args.index(1)])):
         return "product"  # 1*(X)
+    flat = _flat_factors(node)
+    if sum(factor == -1 for factor in flat) > 1:
+        return "product"  # -(-(X)): two signs that cancel
     numerators, denominators, others = [], [], []
-    for factor in _flat_factors(node):
+    for factor in flat:
         if factor.is_Rational:
             numerators.append(abs(factor.p))
             if factor.q != 1:
@@ -262,6 +266,33 @@ def unexpanded(expr: Basic) -> bool:
 
 # ----------------------------------------------------------------------------------------------------
 # Echoes of the question
+
+
+@functools.lru_cache(maxsize=256)
+def _statements(problem: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The problem's equations ("a + b + c + d = 0", "z = c") and the expressions it writes alone ("m + n" in
+    "Find $m + n$"), canonical, from its math spans and their comma-, semicolon- or quad-separated parts."""
+    equations, expressions = set(), set()
+    for match in MATH_SPAN.finditer(problem):
+        for part in {math_content(match), *re.split(r",|;|\\q?quad(?![a-zA-Z])", math_content(match))}:
+            if key := canonical(part.strip().rstrip(".,;")):  # "\\[z = c.\\]"
+                (equations if EQUALS.search(part) else expressions).add(key)
+    return frozenset(equations), frozenset(expressions)
+
+
+def restates_given(answer: str, gold: str, problem: str | None) -> bool:
+    """An equation answered as the problem writes one of its own ("a + b + c + d = 0" for gold 0, from "such
+    that $a + b + c + d = 0$"), unless that equation is the gold: a given restated, not an answer."""
+    if problem is None or not EQUALS.search(answer):
+        return False
+    key = canonical(answer.strip().rstrip(".,;"))
+    return key in _statements(problem)[0] and key != canonical(gold)
+
+
+def asked_expression(side: str, problem: str | None) -> bool:
+    """Whether the problem writes this expression alone, as the thing to find ("m + n" in "Find $m + n$"): such a
+    left side names the value as well as a letter does ("m + n = 47")."""
+    return problem is not None and canonical(side) in _statements(problem)[1]
 
 
 def echoes_question(answer: str, gold: str, response: str, problem: str | None) -> bool:

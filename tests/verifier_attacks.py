@@ -297,6 +297,36 @@ CASES: list[Case] = [
         (_box("\\frac{2}{6} = \\frac{1}{3}"), True, "a true equation ending on the answer"),
         (_box("\\frac{1}{2} = \\frac{1}{3}"), False, "a false equation"),
     ]),
+    *_cases("equation", "How many?", "0", [
+        (_box("x + y = 0"), False, "a sum is not a name"),
+        (_box("3x = 0"), False, "a multiple is not a name"),
+        (_box("u^2 = 0"), False, "a power is not a name"),
+        (_box("\\sqrt{t} = 0"), False, "a root is not a name"),
+        (_box("|w| = 0"), True, "a modulus of a name is a name"),
+        (_box("\\angle PQR = 0"), True, "an angle's name"),
+        (_box("(p, q) = 0"), True, "a tuple of names"),
+    ]),
+    *_cases("equation", "Given $p + q + r = 0$ and $pqr = 4$, find the largest possible value of $p^2$.", "0", [
+        (_box("p + q + r = 0"), False, "a given of the problem restated"),
+        (_box("p+q+r=0."), False, "a given restated, re-spaced"),
+        (_box("p^2 = 0"), True, "the expression asked for, named"),
+    ]),
+    *_cases("equation", "The points satisfy $y = k$ for a constant $k$. What shape is this? (A) Line (B) Circle "
+            "(C) Plane (D) Sphere", "\\text{(A)}", [
+        (_box("y = k"), False, "the problem's equation for a choice"),
+        (_box("x = a"), False, "an equation ending on the choice's letter"),
+        (_box("\\text{(A)}"), True, "the choice"),
+        (_box("A"), True, "the choice's letter"),
+    ]),
+    *_cases("equation", "Find $u + v$.", "12", [
+        (_box("u + v = 12"), True, "the expression the problem asks for, as the left side"),
+        (_box("u - v = 12"), False, "another expression"),
+    ]),
+    *_cases("echo", "What is $\\sqrt{61}$ in simplest radical form?", "\\sqrt{61}", [
+        (_box("-(-\\sqrt{61})"), False, "two signs left to cancel"),
+        (_box("-(-(\\sqrt{61}))"), False, "two signs left to cancel, bracketed"),
+        (_box("\\sqrt{61}"), True, "already simplest"),
+    ]),
     # ------------------------------------------------------------------------------------------------
     # invisible: only what is printed is the answer; decoration keeps its content
     *_cases("invisible", "How many?", "5", [

@@ -40,7 +40,9 @@ percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and m
 compared exactly as fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28%
 (C6). Everything else goes to Math-Verify (LaTeX -> SymPy: sets, intervals, matrices, equations) after
 decimals are rewritten as exact fractions, and an equality it finds is confirmed exactly: Math-Verify
-compares to 15 digits, so pi + 10^-30 would pass.
+compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer is a number with at most words around it
+("18 eggs", "I have 18"): an operation, a command or a variable beside it ("\\sqrt{5}", "5!", "5x", "-(5)",
+"5?") makes it another value.
 
 The answer-form rule (C5 generalised: an echo is wrong even when the values are equal). A final answer
 has carried out every operation the gold has carried out; an answer still holding one is the question's

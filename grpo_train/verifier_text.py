@@ -299,13 +299,26 @@ def decimal_comma(latex: str) -> PlainNumber | None:
     return as_number(latex.replace(",", ".")) if _DECIMAL_COMMA.match(latex) else None
 
 
+# Around a GSM8K answer's one number only words may stand ("18 eggs", "$18 in all", "5-year"): an operation, a
+# command or a lone variable beside it ("\\sqrt{5}", "5!", "5x", "-(5)", "5?", "\\log 5") makes it another value.
+_BETWEEN_WORDS = re.compile(r"[^\s.,:;'\"%$€£{}()]+")
+_UNIT_LETTERS = "mgshlLKCF"  # 5 m, 5 g, 5 h, 5 L, 5 K, 5 C
+_WORD = re.compile(rf"-?[A-Za-z]{{2,}}(?:-[A-Za-z]+)*|[aAI{_UNIT_LETTERS}]")
+_GLUED_LETTER = re.compile(r"\d([A-Za-z])(?![A-Za-z])")  # 5x, 5i, 5e: a variable or a constant; 5m: a unit
+
+
 @functools.lru_cache(maxsize=256)
 def gsm8k_number(answer: str) -> PlainNumber | None:
-    """GSM8K answers are numbers: the one number of "18 eggs"."""
+    """GSM8K answers are numbers: the one number of "18 eggs", with nothing but words around it."""
     s = TEXT_WRAP.sub(r" \1 ", strip_wrappers(answer))
     if number := as_number(clean(s)):
         return number
     values = {as_number(n.rstrip(",")) for n in _ANY_NUMBER.findall(s)} - {None}
-    if len(values) != 1 or _SECOND_VALUE.search(_ANY_NUMBER.sub(" ", s)):
+    rest = _ANY_NUMBER.sub(" ", s)
+    if len(values) != 1 or _SECOND_VALUE.search(rest):
         return None  # two numbers, or one and an alternative ("5 or six")
+    if not all(_WORD.fullmatch(token) for token in _BETWEEN_WORDS.findall(rest)):
+        return None
+    if any(letter not in _UNIT_LETTERS for letter in _GLUED_LETTER.findall(s)):
+        return None
     return values.pop()

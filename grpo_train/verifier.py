@@ -66,10 +66,11 @@ binomials and fractions of literals), so it holds for every spelling of the same
 problem only the chain echo applies ("X = ... = \\boxed{X}"). Its limit: an operation SymPy does not
 evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as undone.
 
-A gold that cannot be scored (empty, unbalanced, only delimiters, boxes that disagree, a placeholder such
-as "N/A", "None", "nan", "?", a GSM8K gold that is not a number) gives status "error" naming it, for every
-response; a MATH gold Math-Verify cannot parse does so for every response whose answer needs it parsed
-(parsing every gold up front would cost more than the comparisons).
+A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}" or "y
+=", boxes that disagree, a placeholder such as "N/A", "N.A.", "None", "nan", "?", a GSM8K gold that is not a
+number) gives status "error" naming it, for every response; a MATH gold Math-Verify cannot parse does so for
+every response whose answer needs it parsed (parsing every gold up front would cost more than the
+comparisons).
 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer
@@ -100,7 +101,12 @@ __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_corre
 
 DATASETS = ("gsm8k", "math")
 _STRUCTURE = re.compile(r"\\(?:[dtc]?frac|sqrt|text\w*|math\w*|left|right|boxed|fbox|begin|end|cdot|times|div)\b")
-_PLACEHOLDER = re.compile(r"(?:n/?a|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\ldots|\\dots)", re.IGNORECASE)
+_PLACEHOLDER = re.compile(
+    r"[(\[<]?\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\[lcv]?dots)\s*[)\]>]?", re.IGNORECASE
+)
+# Golds with a part missing: "\\frac{}{3}", "\\sqrt{}", "x^{}", "x =", "= 5".
+_EMPTY_ARGUMENT = re.compile(r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*\{\s*\}")
+_EMPTY_SIDE = re.compile(r"^\s*=|(?<![<>!\\])=\s*$")
 
 
 @dataclass(frozen=True)
@@ -148,8 +154,10 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} is a placeholder, not an answer"
     if not re.search(r"[0-9A-Za-z]", _STRUCTURE.sub("", stripped)):
         return "", f"gold {gold!r} holds no value"  # "\\frac{}{}", "\\sqrt{}"
-    if _unbalanced(stripped):
+    if _unbalanced(text):
         return "", f"gold {gold!r} has unbalanced braces or brackets"
+    if _EMPTY_ARGUMENT.search(stripped) or _EMPTY_SIDE.search(stripped):
+        return "", f"gold {gold!r} has an empty part (a fraction, root or side of an equation)"
     if dataset == "gsm8k" and as_number(clean(text)) is None and gsm8k_number(text) is None:
         return "", f"GSM8K gold {gold!r} is not a number"
     return text, None
@@ -157,7 +165,8 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
 
 def _unbalanced(latex: str) -> bool:
     unescaped = re.sub(r"\\.", "", latex)
-    return unescaped.count("{") != unescaped.count("}")
+    left, right = (len(re.findall(rf"\\{side}(?![a-zA-Z])", latex)) for side in ("left", "right"))
+    return unescaped.count("{") != unescaped.count("}") or left != right  # "(2, 5]" is fine, "\left( 3" is not
 
 
 def judge(response: str, gold: str, dataset: str, problem: str | None = None) -> Judgement:

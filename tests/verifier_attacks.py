@@ -418,6 +418,12 @@ CASES: list[Case] = [
             ("\\text{N/A}", _box("\\text{N/A}"), "a placeholder in \\text"),
             ("", _box("1"), "an empty gold"),
             ("{", _box("{"), "an unbalanced brace"),
+            ("\\left( 3", _box("\\left( 3"), "a \\left without its \\right"),
+            ("\\frac{}{7}", _box("\\frac{}{7}"), "an empty numerator"),
+            ("y =", _box("y ="), "an equation without its value"),
+            ("N.A.", _box("N.A."), "a placeholder with dots"),
+            ("[none]", _box("[none]"), "a bracketed placeholder"),
+            ("\\cdots", _box("\\cdots"), "dots as a placeholder"),
         ]
     ],
     Case("bad_gold", "How many?", "The answer is $\\boxed{null}$.", "null", "gsm8k", False, "a placeholder"),

@@ -217,6 +217,7 @@ _SLASH_FRACTION = re.compile(r"^([-+]?)(\d+)\s*/\s*(\d+)$")
 _MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
 _PERCENT = re.compile(r"\s*(?:%|\bpercent(?:age)?|\bpct)$")
 _DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
+_BASE_TEN = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*10\s*\}|10)$")
 _ANY_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 NUMBER_TOKEN = re.compile(
     r"(?<![\w.^_])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*(?:\\?%|percent\b))?(?![\w^])"
@@ -254,6 +255,7 @@ def as_number(latex: str) -> PlainNumber | None:
     "0.\\overline{3}")."""
     s = TEXT_WRAP.sub(r"\1", latex).strip()
     s = _PERCENT.sub("", s).strip().replace("\u2212", "-")
+    s = _BASE_TEN.sub("", s)  # 39_{10} is 39
     if s.startswith("(") and s.endswith(")") and "," not in s:
         s = s[1:-1].strip()  # "( \frac{1}{3} )"
     if _NUMBER.match(s):

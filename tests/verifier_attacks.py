@@ -524,6 +524,8 @@ CASES: list[Case] = [
         ]
     ],
     Case("recall", None, "The answer is $\\boxed{\\color{red}{7}}$.", "7", "gsm8k", True, "colour, GSM8K"),
+    Case("recall", "Convert $1011_{2}$ to base 10.", "The answer is $\\boxed{11_{10}}$.", "11", "math", True,
+         "a base-10 subscript"),
     Case("recall", "Find $x$.", "The answer is $\\boxed{\\smash{7}}$.", "7", "math", True,
          "\\smash prints its content"),
     Case("recall", "How many pages?", "She reads 120 + 85 = 205 pages.\nThe answer is 205.", "205", "gsm8k", True,

@@ -47,11 +47,14 @@ def matching_brace(text: str, open_pos: int, limit: int = MAX_BOX_CHARS) -> int 
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 # \phantom{X} prints nothing where X would be; so does anything coloured white (however the colour is
-# spelled) or transparent.
+# spelled: a name, xcolor's mixes "white!60" and "red!0" (0% red, the rest white), rgb, cmyk, hsb, gray) or
+# transparent.
 _WHITE = (
-    r"\\(?:text)?color\s*(?:\{\s*(?:white|transparent|(?:\\?\#)?f{3}(?:f{3})?)\s*\}"
+    r"\\(?:text)?color\s*(?:\{\s*(?:(?:white|[a-z]+!0+(?:\.0*)?)(?:!\d+(?:\.\d*)?)*(?:!white)?(?![!\w])"
+    r"|transparent|(?:\\?\#)?f{3}(?:f{3})?)\s*\}"
     r"|\[\s*rgb\s*\]\s*\{\s*(?:1|255)\s*,\s*(?:1|255)\s*,\s*(?:1|255)\s*\}"
-    r"|\[\s*html\s*\]\s*\{\s*f{6}\s*\}|\[\s*gray\s*\]\s*\{\s*1\s*\})"
+    r"|\[\s*cmyk\s*\]\s*\{\s*0\s*,\s*0\s*,\s*0\s*,\s*0\s*\}|\[\s*hsb\s*\]\s*\{[^,{}]*,\s*0\s*,\s*1\s*\}"
+    r"|\[\s*html\s*\]\s*\{\s*f{6}\s*\}|\[\s*gray\s*\]\s*\{\s*(?:1|15)\s*\})"
 )
 _INVISIBLE = re.compile(rf"(?:\\(?:[hv]?phantom|mathphantom)|{_WHITE})\s*(?=\{{)", re.IGNORECASE)
 _WHITE_SWITCH = re.compile(_WHITE, re.IGNORECASE)

@@ -366,6 +366,15 @@ CASES: list[Case] = [
         (_box("\\boldsymbol{7}"), True, "bold"),
         (_box("\\underline{7}"), True, "underlined"),
         (_box("\\displaystyle 7"), True, "display style"),
+        (_box("\\color{green!40}{7}"), True, "a tint of green"),
+        (_box("\\color{white!50!black}{7}"), True, "grey: white mixed with black"),
+    ]),
+    *_cases("invisible", "How many?", "8", [
+        (_box("\\color{white!70}{8}"), False, "white mixed with white (xcolor)"),
+        (_box("\\textcolor{blue!0}{8}"), False, "0% blue: the rest is white (xcolor)"),
+        (_box("\\color[cmyk]{0,0,0,0}{8}"), False, "white, as cmyk"),
+        (_box("\\color[hsb]{0.3,0,1}{8}"), False, "white, as hsb"),
+        (_box("\\color[Gray]{15}{8}"), False, "white, on the Gray scale"),
     ]),
     # ------------------------------------------------------------------------------------------------
     # near: symbolic answers must be exactly equal

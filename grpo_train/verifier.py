@@ -74,11 +74,12 @@ comparisons).
 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer
-than 400 characters, brackets nested deeper than 12, a sum/product/integral/limit/gamma, a literal of 40+
+than 400 characters, brackets nested deeper than 8, a sum/product/integral/limit/gamma, a literal of 40+
 digits, a factorial or binomial of anything but a small literal, an exponent holding a factorial, a power
-or a binomial or whose integers multiply to more than 10^4, a bracketed base raised to more than 100,
-powers of powers beyond 10^4:
-"(99!)!", "9^{99!}", "10^{999 \\cdot 999 \\cdot 999}", "\\binom{10^{99}}{10^{98}}", "(x+1)^{999}". Every regex
+or a binomial or whose integers multiply to more than 10^4, a bracketed base raised to more than 24,
+powers of powers beyond 10^4, more than 3 functions or a function of a function:
+"(99!)!", "9^{99!}", "10^{999 \\cdot 999 \\cdot 999}", "\\binom{10^{99}}{10^{98}}", "(x+1)^{100}",
+"\\tan(\\tan(\\tan(x+1)+1)+1)". Every regex
 is linear on a 1 MB response. Math-Verify's own SIGALRM timeouts are off (they fail outside a main thread);
 `judge_with_timeout` sets one timer per item instead, and the pool kills a worker that overruns anyway (C
 code ignores signals): the timer is a last resort, not the bound.

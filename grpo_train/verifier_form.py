@@ -21,10 +21,11 @@ from sympy.sets.sets import Set
 from grpo_train.verifier_text import EQUALS, MATH_SPAN, as_number, canonical, matching_brace, math_content
 
 MAX_SYMPY_CHARS = 400  # a longer answer is compared as text only
-MAX_DEPTH = 12  # brackets nested deeper than this are not an answer (MATH golds nest at most 3)
+MAX_DEPTH = 8  # brackets nested deeper than this are not an answer (MATH golds and boxed solutions nest at most 3)
 MAX_BRACES = 60
 MAX_EXPONENT = 10**4  # 2^10000 has 3011 digits: still cheap for SymPy
-MAX_GROUP_EXPONENT = 100  # (x + 1)^999 is a 1000-term polynomial to expand
+MAX_GROUP_EXPONENT = 24  # (x + 1)^100 took 0.4-0.5 s to compare; MATH answers raise a bracket to at most 2
+MAX_FUNCTIONS = 3  # trigonometric, hyperbolic, log and exp calls in one answer (MATH golds hold at most 1)
 
 # ----------------------------------------------------------------------------------------------------
 # Cost bound: refuse at once what SymPy could spend seconds or hours on
@@ -32,6 +33,8 @@ MAX_GROUP_EXPONENT = 100  # (x + 1)^999 is a 1000-term polynomial to expand
 _UNBOUNDED = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|Gamma)(?![a-zA-Z])|\d{40,}")
 _SMALL_LITERAL = re.compile(r"[-+]?\s*(?:\d{1,3}(?:\.\d+)?|\.\d+|\d{1,3}\s*/\s*\d{1,3}|\\frac\{\d{1,3}\}\{\d{1,3}\})")
 _FACTORIAL_OF_BIG = re.compile(r"[)}\]!]\s*!|\d{4,}\s*!")
+_FUNCTION = re.compile(r"\\(?:arc)?(?:sin|cos|tan|cot|sec|csc)h?(?![a-zA-Z])|\\(?:log|ln|lg|exp)(?![a-zA-Z])")
+_FUNCTION_POWER = re.compile(r"^\s*(?:_\s*(?:\{[^{}]*\}|\w)\s*)?(?:\^\s*(?:\{[^{}]*\}|\w))?")  # \log_2, \sin^2
 _BINOMIAL = re.compile(r"\\[dt]?binom\b|\\choose\b")
 _SMALL_BINOMIAL = re.compile(r"\\[dt]?binom\s*\{\s*\d{1,4}\s*\}\s*\{\s*\d{1,4}\s*\}")
 
@@ -48,6 +51,8 @@ def too_big(latex: str) -> str | None:
         return "a sum, product, integral, limit, gamma, huge literal or factorial of a non-literal"
     if len(_BINOMIAL.findall(latex)) > len(_SMALL_BINOMIAL.findall(latex)):
         return "a binomial of anything but small literals"
+    if len(_FUNCTION.findall(latex)) > MAX_FUNCTIONS or _nested_function(latex):
+        return f"more than {MAX_FUNCTIONS} functions, or a function of a function"
     stacked, plain = 1, 1  # powers of bracketed groups multiply: ((9^9)^9)^9 is 9^729
     for base, exponent in _exponents(latex):
         size = abs(exact_value(exponent) or 1)
@@ -56,6 +61,32 @@ def too_big(latex: str) -> str | None:
         stacked, plain = (stacked * size, plain) if base in ")}]" else (stacked, max(plain, size))
     if stacked * plain > MAX_EXPONENT:
         return f"powers of powers reach an exponent above {MAX_EXPONENT}"
+    return None
+
+
+def _nested_function(latex: str) -> bool:
+    """Whether a function's argument holds another function: "\\sin(\\cos x)", "\\log \\log x", "\\tan^{2}{\\tan x}".
+    SymPy's simplification of such towers grows fast (\\tan(\\tan(x+1)+1): 0.5 s; one more level: over 5 s)."""
+    for match in _FUNCTION.finditer(latex):
+        rest = _FUNCTION_POWER.sub("", latex[match.end() :], count=1).lstrip()
+        if rest.startswith("\\left"):
+            rest = rest[5:].lstrip()
+        if _FUNCTION.match(rest):
+            return True
+        if rest[:1] in ("(", "{", "["):
+            close = _closing(rest)
+            if _FUNCTION.search(rest[: close if close is not None else len(rest)]):
+                return True
+    return False
+
+
+def _closing(text: str) -> int | None:
+    """Index of the bracket closing text[0], counting brackets of every kind."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth == 0:
+            return i
     return None
 
 

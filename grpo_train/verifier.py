@@ -19,6 +19,9 @@ white or transparent text and zero-width characters are dropped; \\color, bold a
   2. "The final answer is X" / "Final Answer: X" (the last one).
   3. "The answer is X" / "Answer: X" (the last one).
   4. GSM8K's "#### N".
+     For 2-4, earlier statements of the same kind must agree with the last unless a revision comes between
+     ("Actually, ... the answer is 9"), and a later sentence retracting the answer for another value with a
+     hedge ("Wait, no, it might be 4.") leaves no answer, as for boxes.
   5. MATH only: a response that is just an answer ("$\\frac{1}{3}$"), or whose last sentence concludes
      ("Therefore, there are 12 sequences."). A response cut off mid-sentence concludes nothing.
 A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), or a different value

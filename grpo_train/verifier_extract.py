@@ -33,7 +33,8 @@ _JOINER = re.compile(
 )
 _RETRACTION = re.compile(
     r"\b(?:wait|actually|oops|mistake|misread|not right|incorrect|wrong|re-?check\w*|re-?do\w*"
-    r"|re-?calculat\w*|re-?consider\w*|correction|on second thought|let me (?:fix|correct))\b",
+    r"|re-?calculat\w*|re-?consider\w*|correction|on second thought|on (?:further )?reflection|revis\w*"
+    r"|let me (?:fix|correct))\b",
     re.IGNORECASE,
 )
 # Words that offer a value as one possibility among others: a hedge, never a retraction.
@@ -196,14 +197,39 @@ def _after_last_is(sentence: str) -> str:
 
 
 def _last_marker_span(text: str, marker: re.Pattern[str]) -> tuple[str, str | None]:
-    """("none", None) without the marker; ("hedge", None) when its answer hedges; else ("ok", answer)."""
-    last = None
-    for last in marker.finditer(text):  # noqa: B007 - we want the last match
-        pass
-    if last is None:
+    """("none", None) without the marker; ("hedge", None) when its answer hedges, when an earlier statement
+    of the same marker since the last retraction gives another value ("The answer is 5. The answer is 7.",
+    as two boxes would), or when a retraction after it offers another ("The answer is 5. Wait, no, it might
+    be 7."); else ("ok", answer)."""
+    matches = list(marker.finditer(text))
+    if not matches:
         return "none", None
-    span = _span_after(text, last.end())
-    return ("hedge", None) if span is None else ("ok", span.strip() or None)
+    span = _span_after(text, matches[-1].end())
+    if span is None:
+        return "hedge", None
+    answer = span.strip() or None
+    for earlier, later in zip(reversed(matches[:-1]), reversed(matches[1:]), strict=True):
+        if _retracts(text[earlier.end() : later.start()]):
+            break
+        stated = _span_after(text, earlier.end())
+        if stated is not None and answer is not None and not _same_answer(stated.strip(), answer):
+            return "hedge", None
+    if answer is not None and _retracted_after(text, matches[-1].end(), answer):
+        return "hedge", None
+    return "ok", answer
+
+
+def _retracted_after(text: str, pos: int, answer: str) -> bool:
+    """A sentence after the stated answer that retracts it and offers another value with a hedge ("Wait, no,
+    it might be 7."); a check that only restates the work ("Wait, let me check: 2 + 3 = 5.") does not."""
+    rest = text[pos:]
+    end = _SENTENCE_END.search(rest, 1)
+    for sentence in _SENTENCE_BREAK.split(rest[end.end() :] if end else ""):
+        if _RETRACTION.search(sentence) and _HEDGE.search(sentence):
+            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
+            if any(not _same_answer(v.strip(), answer) for v in values):
+                return True
+    return False
 
 
 def _closing_answer(text: str) -> str | None:

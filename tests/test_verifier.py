@@ -136,8 +136,12 @@ def test_reward_hacking_probes_get_no_credit():
     assert not is_correct("Final Answer: It is not 6.", "6", "math")
     assert not is_correct("The answer is $\\boxed{6 \\text{ million}}$.", "6", "math")
     assert not is_correct("The answer is $\\boxed{6x}$.", "6", "math")
-    assert is_correct("#### 5\nOn reflection:\n#### 6", "6", "gsm8k")  # only the last marker counts
+    assert is_correct("#### 5\nOn reflection:\n#### 6", "6", "gsm8k")  # a revision: the last marker counts
     assert not is_correct("#### 6\nOn reflection:\n#### 5", "6", "gsm8k")
+    assert not is_correct("#### 5\n#### 6", "6", "gsm8k")  # two answers, no revision: convention 2, as for boxes
+    assert not is_correct("The answer is 6.\nThe answer is 5.", "6", "gsm8k")
+    assert not is_correct("The answer is 6. Wait, no, it might be 5.", "6", "gsm8k")  # retracted with a hedge
+    assert is_correct("The answer is 6. Wait, let me check: 2 + 4 = 6. Yes.", "6", "gsm8k")  # a check, not a retraction
 
 
 def test_percent_and_degrees_conventions():

@@ -220,6 +220,14 @@ CASES: list[Case] = [
         ("So the answer is $\\boxed{8}$.\nWait, that is not right; I forgot a step. Redoing it: 3 + 4 = 7.\n"
          "The answer is $\\boxed{7}$.", True, "an explicit self-correction (convention 3)"),
     ]),
+    *_cases("hedge", "How many pencils are left?", "9", [
+        ("#### 4\n#### 9", False, "two final answers without a revision"),
+        ("The answer is 4.\nThe answer is 9.", False, "two statements of the answer"),
+        ("The answer: 4. Another answer: 9.", False, "two answers offered"),
+        ("The answer is 9. Wait, no, it might be 4.", False, "the answer retracted for another with a hedge"),
+        ("The answer is 4. Actually, I miscounted: the answer is 9.", True, "a revision (convention 3)"),
+        ("The answer is 9. Wait, let me check: 12 - 3 = 9. Yes.", True, "a check of the work, not a retraction"),
+    ], dataset="gsm8k"),
     *_cases("hedge", "Find all $x$.", "2", [
         (_box("x=1 \\lor x=2"), False, "two solutions offered for one"),
         (_box("x = 1 \\text{ or } x = 2"), False, "two solutions offered for one, in words"),

@@ -142,6 +142,8 @@ def test_reward_hacking_probes_get_no_credit():
     assert not is_correct("The answer is 6.\nThe answer is 5.", "6", "gsm8k")
     assert not is_correct("The answer is 6. Wait, no, it might be 5.", "6", "gsm8k")  # retracted with a hedge
     assert is_correct("The answer is 6. Wait, let me check: 2 + 4 = 6. Yes.", "6", "gsm8k")  # a check, not a retraction
+    assert is_correct("The answer is 6. " * 50, "6", "gsm8k")
+    assert not is_correct("The answer is 6. " * 51, "6", "gsm8k")  # a degenerate response, bounded work
 
 
 def test_percent_and_degrees_conventions():

@@ -124,9 +124,10 @@ def _commuted(latex: str) -> str | None:
 
 
 def respellings(span: str) -> dict[str, str]:
-    """The re-spellings a policy would try: (X)+0, 1*(X), -(-(X)), commuted terms, / for \\frac, ^{1/2} for
-    \\sqrt."""
-    out = {"plus zero": f"({span})+0", "times one": f"1\\cdot({span})", "two signs": f"-(-({span}))"}
+    """The re-spellings a policy would try: (X)+0, 1*(X), -(-(X)), X/1, commuted terms, / for \\frac, ^{1/2}
+    for \\sqrt."""
+    out = {"plus zero": f"({span})+0", "times one": f"1\\cdot({span})", "two signs": f"-(-({span}))",
+           "over one": f"\\frac{{{span}}}{{1}}"}
     if (commuted := _commuted(span)) is not None:
         out["commuted"] = commuted
     if "frac" in span:
@@ -145,7 +146,7 @@ def _is_final_answer(span: str, gold: str) -> bool:
 
 def test_respellings_of_the_question_are_not_answers():
     """Every math span X of every MATH-500 problem, re-spelled, scores 0 with the problem passed (as in
-    training). (X)+0, 1*(X) and -(-(X)) add an operation, so they score 0 even when X is the answer; the other
+    training). (X)+0, 1*(X), -(-(X)) and X/1 add an operation, so they score 0 even when X is the answer; the other
     re-spellings are only spelling, so they are skipped when X is itself the final answer."""
     if not MATH500.exists():
         pytest.skip("../shared/data is not next to the repo")
@@ -155,14 +156,14 @@ def test_respellings_of_the_question_are_not_answers():
         for span in sorted({math_content(m).strip() for m in MATH_SPAN.finditer(row["problem"])} - {""}):
             final = _is_final_answer(span, row["answer"])
             for kind, respelled in respellings(span).items():
-                if final and kind not in ("plus zero", "times one", "two signs"):
+                if final and kind not in ("plus zero", "times one", "two signs", "over one"):
                     continue
                 tried += 1
                 verdict = judge_with_timeout(f"So the answer is $\\boxed{{{respelled}}}$.", row["answer"], "math",
                                              row["problem"])  # fmt: skip
                 if verdict.correct:
                     credited.append((row["unique_id"], kind, respelled, row["answer"]))
-    assert len(rows) == 500 and tried > 3500
+    assert len(rows) == 500 and tried > 4500
     assert credited == []
 
 

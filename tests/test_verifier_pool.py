@@ -112,6 +112,16 @@ def test_the_job_a_worker_is_on_takes_the_blame_not_the_finished_ones_of_its_chu
     assert pool.restarts == 2
 
 
+def test_the_progress_slot_works_without_memfd(monkeypatch):
+    """Where os.memfd_create is missing (macOS), the slot is an unlinked temporary file: same behaviour."""
+    monkeypatch.delattr("os.memfd_create", raising=False)
+    items = [VerifyItem(f"#### {i}", str(i), "gsm8k") for i in range(6)]
+    items[4] = VerifyItem("hang", "4", "gsm8k")
+    with VerifierPool(num_workers=1, timeout_s=1.0, chunk_size=3, judge_fn=hang_or_crash) as pool:
+        scored = pool.score_batch(items)
+    assert [s.status for s in scored] == ["ok"] * 4 + ["timeout", "ok"]
+
+
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError):
         VerifierPool(num_workers=0)

@@ -306,10 +306,13 @@ def decimal_comma(latex: str) -> PlainNumber | None:
 
 # Around a GSM8K answer's one number only words may stand ("18 eggs", "$18 in all", "5-year"): an operation, a
 # command or a lone variable beside it ("\\sqrt{5}", "5!", "5x", "-(5)", "5?", "\\log 5") makes it another value.
-_BETWEEN_WORDS = re.compile(r"[^\s.,:;'\"%$€£{}()]+")
+_BETWEEN_WORDS = re.compile(r"[^\s.,:;'\"%$€£{}()!]+")
 _UNIT_LETTERS = "mgshlLKCF"  # 5 m, 5 g, 5 h, 5 L, 5 K, 5 C
-_WORD = re.compile(rf"-?[A-Za-z]{{2,}}(?:-[A-Za-z]+)*|[aAI{_UNIT_LETTERS}]")
+# A word ("eggs", "km/h", "/day", "-year-" of "18-year-old" once "old" is cut as a unit), a slash left
+# by that cut, or a one-letter word or unit ("a", "I", "o'clock", "5 m").
+_WORD = re.compile(rf"[-/]?[A-Za-z]{{2,}}(?:[-/][A-Za-z]+)*[-/]?|/|[aAIo{_UNIT_LETTERS}]")
 _GLUED_LETTER = re.compile(r"\d([A-Za-z])(?![A-Za-z])")  # 5x, 5i, 5e: a variable or a constant; 5m: a unit
+_FACTORIAL = re.compile(r"[\d}]\s*!|!\s*[\d{]")  # "5!", "!5" (after a word, "!" is punctuation)
 
 
 @functools.lru_cache(maxsize=256)
@@ -324,6 +327,6 @@ def gsm8k_number(answer: str) -> PlainNumber | None:
         return None  # two numbers, or one and an alternative ("5 or six")
     if not all(_WORD.fullmatch(token) for token in _BETWEEN_WORDS.findall(rest)):
         return None
-    if any(letter not in _UNIT_LETTERS for letter in _GLUED_LETTER.findall(s)):
+    if any(letter not in _UNIT_LETTERS for letter in _GLUED_LETTER.findall(s)) or _FACTORIAL.search(s):
         return None
     return values.pop()

@@ -281,6 +281,13 @@ CASES: list[Case] = [
         ("The answer is: Ana keeps 6 stickers.", True, "a sentence"),
         ("The answer is: I keep 6 of them.", True, "a sentence with a one-letter word"),
         (_box("6 h"), True, "a one-letter unit"),
+        (_box("!6"), False, "a subfactorial"),
+        ("The answer is $6/day.", True, "a rate"),
+        ("The answer is 6 km/h.", True, "a unit with a slash"),
+        ("The answer is 6 stickers/hour.", True, "a rate in words"),
+        ("The answer is 6-year-old.", True, "a hyphenated unit"),
+        ("The answer is 6 stickers!", True, "an exclamation mark after a word"),
+        ("The answer is 6 o'clock.", True, "o'clock"),
     ], dataset="gsm8k"),
     *_cases("qualifier", "How long does the trip take, in minutes?", "5", [
         (_box("5 \\text{ (approx.)}"), False, "an abbreviated approximation in parentheses"),

@@ -306,7 +306,8 @@ def decimal_comma(latex: str) -> PlainNumber | None:
 
 # Around a GSM8K answer's one number only words may stand ("18 eggs", "$18 in all", "5-year"): an operation, a
 # command or a lone variable beside it ("\\sqrt{5}", "5!", "5x", "-(5)", "5?", "\\log 5") makes it another value.
-_BETWEEN_WORDS = re.compile(r"[^\s.,:;'\"%$€£{}()!]+")
+_BETWEEN_WORDS = re.compile(r"[^\s.,:;'\"%$€£{}()!*`]+")  # markdown's **18** and `18` are emphasis
+_SPACED_DASH = re.compile(r"(?<=\s)[-–—]{1,3}(?=\s|$)")  # "18 eggs - done" (a dash touching the number is a sign)
 _UNIT_LETTERS = "mgshlLKCF"  # 5 m, 5 g, 5 h, 5 L, 5 K, 5 C
 # A word ("eggs", "km/h", "/day", "-year-" of "18-year-old" once "old" is cut as a unit), a slash left
 # by that cut, or a one-letter word or unit ("a", "I", "o'clock", "5 m").
@@ -325,7 +326,7 @@ def gsm8k_number(answer: str) -> PlainNumber | None:
     rest = _ANY_NUMBER.sub(" ", s)
     if len(values) != 1 or _SECOND_VALUE.search(rest):
         return None  # two numbers, or one and an alternative ("5 or six")
-    if not all(_WORD.fullmatch(token) for token in _BETWEEN_WORDS.findall(rest)):
+    if not all(_WORD.fullmatch(token) for token in _BETWEEN_WORDS.findall(_SPACED_DASH.sub(" ", rest))):
         return None
     if any(letter not in _UNIT_LETTERS for letter in _GLUED_LETTER.findall(s)) or _FACTORIAL.search(s):
         return None

@@ -288,6 +288,8 @@ CASES: list[Case] = [
         ("The answer is 6-year-old.", True, "a hyphenated unit"),
         ("The answer is 6 stickers!", True, "an exclamation mark after a word"),
         ("The answer is 6 o'clock.", True, "o'clock"),
+        ("The answer is **6** stickers.", True, "markdown bold"),
+        ("The answer is 6 stickers - done.", True, "a spaced dash"),
     ], dataset="gsm8k"),
     *_cases("qualifier", "How long does the trip take, in minutes?", "5", [
         (_box("5 \\text{ (approx.)}"), False, "an abbreviated approximation in parentheses"),

@@ -236,7 +236,7 @@ QUALIFIER = re.compile(
     r"|possibly|probably|likely|est(?:imated?|\.)?|guess|(?:upper|lower)\s+bound|a\s+(?:maximum|minimum)\s+of"
     r"|anything\s+but)(?![a-z])[\s$:]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
     r"|(?<=[\d}$])[\s(]*(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts)"
-    r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower)|upwards?|tops|or\s+so"
+    r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower)|tops|or\s+so"
     r"|at\s+(?:the\s+)?(?:least|most)|approx(?:imately|imate|\.)?|roughly|give\s+or\s+take|plus\s+or\s+minus"
     r"|est(?:imated?|\.)?|max(?:imum|\.)?|minimum|(?:upper|lower)?\s*bound|guess(?:ed)?|not\s+sure|unsure|-?ish"
     r")(?![a-z])",

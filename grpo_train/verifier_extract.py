@@ -43,6 +43,7 @@ _HEDGE = re.compile(
     r"\b(?:if|unless|otherwise|in case|possib\w*|alternativ\w*|either|or|could|might|(?:maybe|perhaps)(?!\s+I\b))\b",
     re.IGNORECASE,
 )
+_UNSURE = re.compile(r"\b(?:probabl\w*|likely|sure|guess\w*|believe|think)\b", re.IGNORECASE)
 _HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
 _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
 _ALTERNATIVE_AFTER_BOX = re.compile(rf"[\s$]*(?:[.;,(]\s*)?(?:or\b|{_HEDGE_WORD}\b)", re.I)
@@ -180,13 +181,25 @@ def _span_after(text: str, pos: int) -> str | None:
             return None  # "The answer is $5$. Or 7."
         return unwrapped if re.match(r"\s*(?:or\b|\\text\s*\{\s*or)", rest[span.end() :]) else math_content(span)
     sentence = sentence.removeprefix("$")  # "$90." is a price, not a math span
-    sentence = _after_last_is(sentence)
+    sentence = _describing_clause_kept(sentence, _after_last_is(sentence))
     if end is not None and _alternative_follows(rest, end.start(), sentence, bare_or=False):
         return None  # "The answer is 5. Or 7."
     spans = list(MATH_SPAN.finditer(sentence))
     if len(spans) == 1 and not QUALIFIER.search(sentence) and not re.search(r"\bor\b", sentence):
         return math_content(spans[0])
     return MATH_SPAN.sub(lambda m: math_content(m), sentence)  # "$5$ or $7$" -> "5 or 7", a list
+
+
+def _describing_clause_kept(sentence: str, tail: str) -> str:
+    """The sentence whole when what follows its last "is" holds no value and only describes the answer ("18
+    apples, which is the total"); the tail otherwise ("the number of ways is 12" -> 12; "18, which is wrong" ->
+    no value: a retraction or a negation is not a description)."""
+    if tail is sentence or MATH_SPAN.search(tail) or re.search(r"\d", tail):
+        return tail
+    if NEGATION.search(tail) or _RETRACTION.search(tail) or _HEDGE.search(tail) or _UNSURE.search(tail):
+        return tail
+    head = sentence[: len(sentence) - len(tail)]
+    return head[: head.rindex(",")].strip() if "," in head else sentence  # "18 apples, which is ..." -> "18 apples"
 
 
 def _after_last_is(sentence: str) -> str:

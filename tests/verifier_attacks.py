@@ -289,6 +289,9 @@ CASES: list[Case] = [
         ("The answer is 6 stickers!", True, "an exclamation mark after a word"),
         ("The answer is 6 o'clock.", True, "o'clock"),
         ("The answer is **6** stickers.", True, "markdown bold"),
+        ("The answer is 6 stickers, which is what Ana keeps.", True, "a clause describing the answer"),
+        ("The answer is 6, which is wrong.", False, "a clause retracting the answer"),
+        ("The answer is 6, which is probably right.", False, "a clause doubting the answer"),
         ("The answer is 6 stickers - done.", True, "a spaced dash"),
     ], dataset="gsm8k"),
     *_cases("qualifier", "How long does the trip take, in minutes?", "5", [

@@ -28,6 +28,7 @@ from grpo_train.verifier_form import (
 )
 from grpo_train.verifier_text import (
     ASSIGNMENT,
+    CHOICE,
     EQUALS,
     MATH_SPAN,
     MULTIPLIER,
@@ -59,7 +60,6 @@ _BRACKETED = re.compile(r"^([(\[])(.*)([)\]])$", re.DOTALL)
 _MATRIX = re.compile(r"^\\begin\{([pbB]?matrix)\}((?:(?!\\begin\{).)*)\\end\{\1\}$", re.DOTALL)
 _BASE_LITERAL = re.compile(r"^\w+_\{?\d+\}?$")
 _FREE_LETTER = re.compile(r"[a-df-hj-zA-Z]")  # a variable (e and i may be constants)
-_CHOICE = re.compile(r"^[A-E]$")  # canonical() of "(C)", "\\text{(C)}", "c"
 _COMMANDS = re.compile(r"\\(?:text|mathrm|mbox)\s*\{[^{}]*\}|\\[a-zA-Z]+")
 
 
@@ -142,7 +142,7 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
         return False  # "y \in [0, 1]" does not answer "x \in [0, 1]"
     keep = "=" in gold and not gold_lhs  # an equation, not "x = value": "x^2/4 + y^2/3 = 1", "V_1:V_2 = 11:21"
     answer_clean, gold_clean = clean(answer, keep), clean(gold, keep)
-    if restates_given(answer, gold, problem) or (EQUALS.search(answer) and _CHOICE.match(canonical(gold))):
+    if restates_given(answer, gold, problem) or (EQUALS.search(answer) and CHOICE.match(canonical(gold))):
         return False  # a given restated; a multiple choice is answered by its letter, not "z = c"
     if not keep:
         answer_clean = _equation_value(answer_clean, problem)

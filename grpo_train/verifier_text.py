@@ -124,7 +124,7 @@ _SECOND_VALUE = re.compile(r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight
 MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b", re.IGNORECASE)
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
-_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")  # a multiple-choice letter: "(C)", "c"
 # Most GSM8K answers: no normalising step below changes such a string, so the functions return it at once.
 _PLAIN_DECIMAL = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -203,7 +203,7 @@ def canonical(latex: str) -> str:
     s = re.sub(r"\\frac\s*(\w)", r"\\frac{\1}", s)
     s = re.sub(r"\\frac(\{[^{}]*\})\s*(\w)", r"\\frac\1{\2}", s)
     s = re.sub(r"\s+", "", s)
-    if choice := _CHOICE.match(s):
+    if choice := CHOICE.match(s):
         return choice.group(1).upper()
     return s.lower() if re.fullmatch(r"[A-Za-z.,;:'()-]+", s) else s
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from grpo_train.config import Config, ConfigError, to_dict
 
@@ -125,7 +126,9 @@ class MetricsLogger:
         self.active = rank == 0
         self.run_dir = run_dir
         # soft_wrap: one line per step whatever the terminal (a redirected log is not cut at 80 columns).
-        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        # No markup or emoji codes: printed text holds user strings (a reward function's error, a run folder
+        # named "sweep[lr=1e-4]") that rich would otherwise read as tags, drop, or fail on.
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         self.log_every = cfg.run.log_every
         self.wandb_run = None
         if self.active and cfg.run.wandb != "disabled":
@@ -158,7 +161,7 @@ class MetricsLogger:
             self.wandb_run.log(metrics, step=step)
         if step % self.log_every == 0 or any(k.startswith("eval/") for k in metrics):
             shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS if key in metrics]
-            self.console.print(f"[bold]step {step}[/bold]  " + "  ".join(shown))
+            self.console.print(Text.assemble((f"step {step}", "bold"), "  " + "  ".join(shown)))
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if not self.active:

@@ -23,6 +23,16 @@ def test_a_step_line_is_one_line_in_a_redirected_log(tmp_path, capfd):
     assert len(line) > 80 and line.startswith("step 12345") and line.rstrip().endswith("eval_acc 0.9877"), err
 
 
+
+def test_user_text_is_printed_as_written(tmp_path, capfd):
+    """A reward function's error or a folder name with brackets or colons is not read as rich markup or emoji
+    codes (a closing tag crashed the run; "[lr=1e-4]" vanished from the printed path)."""
+    logger = MetricsLogger(load_config(None, [f"run.output_dir={tmp_path}"]), tmp_path, rank=0)
+    for text in ("warning: reward function tagged: ValueError: no closing [/answer] tag in the completion",
+                 "moved the earlier run in runs/sweep[lr=1e-4] to runs/sweep[lr=1e-4].replaced-1 :smile: [bold]x"):
+        logger.print(text)
+        assert capfd.readouterr().err.strip() == text
+
 @pytest.fixture
 def library_logging():
     """configure_library_logs changes process-wide logging; put it back."""

@@ -190,7 +190,8 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
     cfg = replace(cfg, model=replace(cfg.model, name_or_path=model_path))
     n = args.n if args.n is not None else (cfg.run.eval_size if args.config else 200)
     problems = load_problems(cfg.data, "test", n=n or None)
-    model_name, data_name = Path(args.model or cfg.model.name_or_path).name, Path(cfg.data.source).stem
+    test_source = cfg.data.eval_source or cfg.data.source  # where load_problems took the test split from
+    model_name, data_name = Path(args.model or cfg.model.name_or_path).name, Path(test_source).stem
     out = Path(args.out or f"runs/eval-{model_name}-{data_name}")
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
@@ -208,7 +209,8 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
                               temperature=args.temperature, seed=args.seed + start)
             bar.advance(task, len(part))
     engine.close()
-    summary = {"model": args.model or model_path, "data": cfg.data.source, "template": cfg.data.template,
+    summary = {"model": args.model or model_path, "data": test_source,
+               "template": cfg.data.template_file or cfg.data.template,
                "config": args.config, **summarise(items, args.k, functions)}
     with open(out / "completions.jsonl", "w") as f:
         for item in items:

@@ -92,11 +92,16 @@ def test_grpo_eval_tiny_model_synthetic_with_pass_at_k(tmp_path):
 
 
 def test_grpo_eval_with_a_training_config_evaluates_the_runs_held_out_set(tmp_path):
+    rows = [{"q": f"What is {a} plus {a + 1}?", "a": str(2 * a + 1)} for a in range(12)]
+    for name, part in (("train", rows[:6]), ("test", rows[6:])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
     config = tmp_path / "train.yaml"
-    config.write_text("data:\n  template: fewshot\n  num_shots: 2\n  synthetic:\n    max_operand: 7\n"
+    config.write_text(f"data:\n  source: {tmp_path / 'train.jsonl'}\n  eval_source: {tmp_path / 'test.jsonl'}\n"
+                      "  question_key: q\n  answer_key: a\n  kind: gsm8k\n  template: fewshot\n  num_shots: 2\n"
                       "run:\n  eval_size: 5\n")
     summary = grpo_eval(tmp_path, "--config", str(config))
     assert summary["template"] == "fewshot" and summary["n"] == 5  # the config's eval_size, not 200
+    assert summary["data"] == str(tmp_path / "test.jsonl")  # the file the problems came from, not data.source
     expected = load_problems(load_config(str(config)).data, "test", n=5)
     completions = [json.loads(line) for line in (tmp_path / "eval" / "completions.jsonl").read_text().splitlines()]
     assert [c["question"] for c in completions] == [p.question for p in expected]

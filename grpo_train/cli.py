@@ -60,6 +60,19 @@ def _print_config(cfg, explain: bool, gpu_gib: float | None, preset: str = "") -
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def check_before_start(cfg) -> None:
+    """What a real start refuses in its first seconds, checked without building, loading or downloading a model,
+    so that --print-config catches it too: the library log level, the model's name (a mistyped local path, an
+    unknown embedded name) and, for a model on this machine, model.max_model_len against its context."""
+    from grpo_train.metrics import library_log_level
+    from grpo_train.models import check_context_length, check_model_name
+
+    library_log_level(cfg.run.log_level)
+    local = check_model_name(cfg.model.name_or_path)
+    if local is not None:
+        check_context_length(cfg.model.max_model_len, cfg.model.name_or_path, local)
+
+
 # glibc's mallopt parameters (malloc.h) and the values a training process sets.
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 _HOST_MALLOC = {_M_MMAP_THRESHOLD: 32 * 2**20, _M_TRIM_THRESHOLD: 16 * 2**30, _M_TOP_PAD: 2**30}
@@ -96,6 +109,14 @@ def train_main(argv: list[str] | None = None) -> int:
         print(f"grpo-train: config error: {err}", file=sys.stderr)
         return 2
     if args.print_config or args.explain or args.gpu_gib is not None:
+        if args.gpu_gib is not None and args.gpu_gib <= 0:
+            print(f"grpo-train: --gpu-gib: {args.gpu_gib:g} must be a GPU's memory in GiB (> 0)", file=sys.stderr)
+            return 2
+        try:
+            check_before_start(cfg)
+        except (ConfigError, FileNotFoundError) as err:
+            print(f"grpo-train: config error: {err}", file=sys.stderr)
+            return 2
         _print_config(cfg, args.explain, args.gpu_gib, preset_report(args.config, args.overrides))
         return 0
     from grpo_train.metrics import configure_library_logs

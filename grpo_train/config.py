@@ -302,6 +302,8 @@ def _data_problems(d: DataConfig, eval_size: int) -> list[tuple[str, str]]:
         if value and source_kind(value) == "unknown":
             problems.append((key, f"{value!r} is not synthetic, gsm8k, math, a {' / '.join(_FILE_SUFFIXES)} file, "
                                   "a dataset folder or a hub id (owner/name)"))
+        elif value and source_kind(value) == "file" and not Path(value).is_file():
+            problems.append((key, f"{value}: data file not found (relative paths are from {Path.cwd()})"))
     if source_kind(d.source) == "file" and not d.eval_source and eval_size:
         problems.append(("data.eval_source", f"data.source is a local file ({d.source}); set data.eval_source to a "
                          "held-out file, or run.eval_size=0 for no held-out eval"))

@@ -58,6 +58,14 @@ class _DropKnownHarmless(logging.Filter):
         return not any(text in message for text in KNOWN_HARMLESS)
 
 
+def library_log_level(level: str) -> str:
+    """run.log_level, or GRPO_TRAIN_LOG_LEVEL when set; ConfigError for anything but warning, info, debug."""
+    level = os.environ.get("GRPO_TRAIN_LOG_LEVEL", level).lower()
+    if level not in ("warning", "info", "debug"):
+        raise ConfigError(f"GRPO_TRAIN_LOG_LEVEL: {level!r} is not one of warning, info, debug")
+    return level
+
+
 def configure_library_logs(level: str) -> str:
     """What vLLM, DeepSpeed and transformers print: warnings and up (less KNOWN_HARMLESS) at `warning`, everything
     from `info` or `debug`. GRPO_TRAIN_LOG_LEVEL overrides `level`. A user's own VLLM_LOGGING_LEVEL,
@@ -67,9 +75,7 @@ def configure_library_logs(level: str) -> str:
     vLLM installs its own handler on the `vllm` logger when an engine starts, which would undo a filter set on it;
     with VLLM_CONFIGURE_LOGGING=0 it leaves the logger to us, and every vLLM module's records reach this handler.
     """
-    level = os.environ.get("GRPO_TRAIN_LOG_LEVEL", level).lower()
-    if level not in ("warning", "info", "debug"):
-        raise ConfigError(f"GRPO_TRAIN_LOG_LEVEL: {level!r} is not one of warning, info, debug")
+    level = library_log_level(level)
     numeric = getattr(logging, level.upper())
     quiet = numeric >= logging.WARNING
     handler = logging.StreamHandler(sys.stdout)

@@ -16,10 +16,13 @@ Anything else is a local HF folder or a hub id (for users with network). The cac
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from grpo_train.config import ConfigError
 
 SMOLLM2 = "smollm2-135m-instruct"
 TINY_QWEN2 = "tiny-qwen2"
@@ -123,6 +126,22 @@ def resolve_model(name_or_path: str) -> str:
         return str(_build_atomically(cache_dir() / f"{SMOLLM2}-{_CACHE_VERSION}", _convert_smollm2))
     if name_or_path == TINY_QWEN2:
         return str(_build_atomically(cache_dir() / f"{TINY_QWEN2}-{_CACHE_VERSION}", _build_tiny_qwen2))
+    local = check_model_name(name_or_path)
+    if local is not None:
+        return local
+    _check_hub_reachable(name_or_path)
+    return name_or_path
+
+
+def check_model_name(name_or_path: str) -> str | None:
+    """What can be told about model.name_or_path without building, loading or downloading anything (also under
+    --print-config): the model's folder when it is on this machine (a local folder, or an embedded model already
+    built), None for a hub id or an embedded model not built yet; ModelNotFoundError for a name that is neither."""
+    if name_or_path == SMOLLM2:
+        gguf_path()  # the package it is converted from must be installed
+    if name_or_path in EMBEDDED:
+        built = cache_dir() / f"{name_or_path}-{_CACHE_VERSION}"
+        return str(built) if built.is_dir() else None
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -137,8 +156,28 @@ def resolve_model(name_or_path: str) -> str:
             f"model {name_or_path!r} not found: use an embedded name ({', '.join(EMBEDDED)}), "
             "a local Hugging Face folder, or a hub id such as Qwen/Qwen2.5-0.5B-Instruct"
         )
-    _check_hub_reachable(name_or_path)
-    return name_or_path
+    return None
+
+
+def check_context_length(max_model_len: int, name_or_path: str, model_path: str) -> None:
+    """model.max_model_len must fit the model's positions (vLLM refuses it later, with a long traceback). A local
+    folder's config.json is read as JSON (importing transformers takes ~5 s, too long for --print-config)."""
+    local_config = Path(model_path) / "config.json"
+    if local_config.is_file():
+        model_config = json.loads(local_config.read_text())
+        model_config = model_config.get("text_config", model_config)
+    else:
+        from transformers import AutoConfig
+
+        model_config = AutoConfig.from_pretrained(model_path).to_dict()
+    limit = model_config.get("max_position_embeddings")
+    rope = model_config.get("rope_parameters") or model_config.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type", "default")) != "default":
+        return  # scaled RoPE extends the context: vLLM works out by how much
+    if limit is not None and max_model_len > limit:
+        raise ConfigError(f"model.max_model_len: {max_model_len} is beyond the context of {name_or_path} "
+                         f"(max_position_embeddings = {limit}); lower model.max_model_len (prompt + "
+                         "rollout.max_tokens must fit in it)")
 
 
 def _check_hub_reachable(repo_id: str) -> None:

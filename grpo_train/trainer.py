@@ -33,7 +33,7 @@ from grpo_train.data import PromptSampler, load_problems
 from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
 from grpo_train.metrics import METRICS_FILE, MetricsLogger
-from grpo_train.models import resolve_model
+from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards import reward_functions
@@ -120,21 +120,6 @@ def config_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
     return changes
 
 
-def check_context_length(cfg: Config, model_path: str) -> None:
-    """model.max_model_len must fit the model's positions (vLLM refuses it later, with a long traceback)."""
-    from transformers import AutoConfig
-
-    model_config = AutoConfig.from_pretrained(model_path)
-    limit = getattr(model_config, "max_position_embeddings", None)
-    rope = getattr(model_config, "rope_parameters", None) or getattr(model_config, "rope_scaling", None) or {}
-    if rope.get("rope_type", rope.get("type", "default")) != "default":
-        return  # scaled RoPE extends the context: vLLM works out by how much
-    if limit is not None and cfg.model.max_model_len > limit:
-        raise ConfigError(f"model.max_model_len: {cfg.model.max_model_len} is beyond the context of "
-                          f"{cfg.model.name_or_path} (max_position_embeddings = {limit}); lower model.max_model_len "
-                          "(prompt + rollout.max_tokens must fit in it)")
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -193,7 +178,7 @@ def train(cfg: Config) -> Path:
     if run_dir_note:
         logger.print(run_dir_note)
     model_path = resolve_model(cfg.model.name_or_path)
-    check_context_length(cfg, model_path)
+    check_context_length(cfg.model.max_model_len, cfg.model.name_or_path, model_path)
 
     # ------------------------------------------------------------------------------------------------
     # Data: training problems (same shuffled order on every rank), held-out problems, prompt renderer

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from grpo_train.cli import eval_main, train_main
+from grpo_train.models import resolve_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = str(REPO / "configs" / "tiny-cpu.yaml")
@@ -86,9 +87,33 @@ def test_grpo_eval_summary_is_valid_json_when_there_is_nothing_to_score(tmp_path
 @pytest.mark.parametrize("override, expected", [
     ("data.synthetic.categories=[add_sub_2, foo]", "data.synthetic.categories: ['add_sub_2', 'foo'] must be"),
     ("data.source=gsm9k", "data.source: 'gsm9k' is not synthetic, gsm8k, math"),
-    ("data.source=train.jsonl", "data.eval_source: data.source is a local file (train.jsonl)"),
+    ("data.source={tmp}/train.jsonl", "data.eval_source: data.source is a local file ({tmp}/train.jsonl)"),
+    ("data.source={tmp}/nope.jsonl", "data.source: {tmp}/nope.jsonl: data file not found"),
+    ("data.eval_source={tmp}/nope.jsonl", "data.eval_source: {tmp}/nope.jsonl: data file not found"),
 ])
-def test_what_would_fail_at_start_fails_in_print_config(override, expected, capsys):
+def test_what_would_fail_at_start_fails_in_print_config(override, expected, capsys, tmp_path):
     """Mistakes a real start met ~5 s in (after loading the model) are config errors, also for --print-config."""
+    (tmp_path / "train.jsonl").write_text('{"question": "1 + 1?", "answer": "2"}\n')
+    override, expected = override.format(tmp=tmp_path), expected.format(tmp=tmp_path)
     assert train_main(["--config", TINY, "--print-config", override]) == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["model.name_or_path=tiny-qwen3"], "model 'tiny-qwen3' not found: use an embedded name"),
+    (["model.name_or_path=configs/nope"], "configs/nope: no such folder (and configs/ is a local folder"),
+    (["model.max_model_len=100000"], "model.max_model_len: 100000 is beyond the context of tiny-qwen2"),
+    (["--gpu-gib", "-5"], "--gpu-gib: -5 must be a GPU's memory in GiB"),
+])
+def test_model_and_context_mistakes_fail_in_print_config(args, expected, capsys, monkeypatch):
+    """Checked without loading the model; the embedded model is built first, as after a first run."""
+    resolve_model("tiny-qwen2")
+    monkeypatch.chdir(REPO)
+    assert train_main(["--config", TINY, "--print-config", *args]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_a_bad_log_level_in_the_environment_fails_in_print_config(capsys, monkeypatch):
+    monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "bogus")
+    assert train_main(["--config", TINY, "--print-config"]) == 2
+    assert "GRPO_TRAIN_LOG_LEVEL: 'bogus' is not one of warning, info, debug" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_train.config import load_config
+from grpo_train.config import ConfigError, load_config
 from grpo_train.user_code import load_function
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,7 +210,13 @@ def expressions(nums: list[int]) -> list[tuple[str, Fraction | None]]:
     return out
 
 
-def test_countdown_config_validates(monkeypatch):
+def test_countdown_config_validates(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)  # its paths are relative to the repository, where the docs run it
-    cfg = load_config(REPO / "examples" / "countdown" / "countdown.yaml")
+    config = REPO / "examples" / "countdown" / "countdown.yaml"
+    data = [f"data.source={tmp_path}/train.jsonl", f"data.eval_source={tmp_path}/test.jsonl"]
+    with pytest.raises(ConfigError, match="train.jsonl: data file not found"):  # before make_data.py has run
+        load_config(config, data)
+    subprocess.run([sys.executable, "examples/countdown/make_data.py", "--out", str(tmp_path), "--train", "20",
+                    "--test", "5"], check=True, capture_output=True)
+    cfg = load_config(config, data)
     assert cfg.data.kind == "none" and cfg.reward.functions[0].function.endswith("countdown.py:equation_reward")

@@ -145,10 +145,21 @@ def check_train(args: list[str], capsys) -> None:
 
     if args[:1] and args[0] in SUBCOMMANDS:
         return check_subcommand(args[0], args[1:])
+    write_example_data(args)
     capsys.readouterr()
     code = train_main([*args, "--print-config"])
     err = capsys.readouterr().err
     assert code == 0, f"grpo-train {shlex.join(args)} --print-config failed: {err}"
+
+
+def write_example_data(args: list[str]) -> None:
+    """An example's config reads the data its make_data.py writes (its docs run that first): write it once
+    (examples/*/data/ is git-ignored), so that the config check sees what a user's run would see."""
+    if "--config" not in args:
+        return
+    folder = REPO / Path(args[args.index("--config") + 1]).parent
+    if folder.parent == REPO / "examples" and (folder / "make_data.py").is_file() and not (folder / "data").is_dir():
+        subprocess.run([sys.executable, str(folder / "make_data.py")], check=True, capture_output=True, timeout=300)
 
 
 def check_subcommand(name: str, args: list[str]) -> None:

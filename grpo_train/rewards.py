@@ -95,6 +95,11 @@ _ANSWER_TAG = re.compile(r"\s*<answer>(?P<inside>.*?)</answer>\s*", re.DOTALL)
 _BOXED = re.compile(r"\\boxed\s*\{\s*[^\s}]")
 
 
+def _check_think_format(answer: str = "boxed") -> None:
+    if answer not in ("boxed", "tag", "any"):
+        raise ValueError(f"think_format: answer must be boxed, tag or any, got {answer!r}")
+
+
 def think_format(completion: str, problem: dict, num_tokens: int, truncated: bool, *, answer: str = "boxed") -> float:
     """1.0 for a completion that is one <think>...</think> block with some thought in it, then the answer;
     else 0.0. The opening <think> may be missing (a prompt that ends with it, as R1-style prompts do).
@@ -103,8 +108,7 @@ def think_format(completion: str, problem: dict, num_tokens: int, truncated: boo
     is exactly one <answer>...</answer> with something inside, as in DeepSeek-R1-Zero's and TinyZero's format)
     or "any" (some non-blank text follows).
     """
-    if answer not in ("boxed", "tag", "any"):
-        raise ValueError(f"think_format: answer must be boxed, tag or any, got {answer!r}")
+    _check_think_format(answer)
     match = _THINK.fullmatch(completion)
     if not match or not match["thought"].strip() or "<think>" in match["thought"] or "think>" in match["answer"]:
         return 0.0
@@ -115,6 +119,11 @@ def think_format(completion: str, problem: dict, num_tokens: int, truncated: boo
         tagged = _ANSWER_TAG.fullmatch(tail)
         return float(tagged is not None and bool(tagged["inside"].strip()) and "<answer>" not in tagged["inside"])
     return float(bool(tail.strip()))
+
+
+def _check_overlong_penalty(max_len: int, cache: int) -> None:
+    if not 0 < cache <= max_len:
+        raise ValueError(f"overlong_penalty: needs 0 < cache <= max_len, got cache={cache} max_len={max_len}")
 
 
 def overlong_penalty(completion: str, problem: dict, num_tokens: int, truncated: bool, *, max_len: int,
@@ -129,14 +138,19 @@ def overlong_penalty(completion: str, problem: dict, num_tokens: int, truncated:
     Set max_len to rollout.max_tokens (a completion cannot be longer): the penalty then grows linearly over
     the last `cache` tokens and a truncated completion gets -1. DAPO used L_max = 20480, L_cache = 4096.
     """
-    if not 0 < cache <= max_len:
-        raise ValueError(f"overlong_penalty: needs 0 < cache <= max_len, got cache={cache} max_len={max_len}")
+    _check_overlong_penalty(max_len, cache)
     free = max_len - cache
     if num_tokens <= free:
         return 0.0
     if num_tokens <= max_len:
         return (free - num_tokens) / cache
     return -1.0
+
+
+def _check_length_penalty(max_len: int, free: int = 0, unit: str = "tokens") -> None:
+    if not 0 <= free < max_len or unit not in ("tokens", "chars"):
+        raise ValueError(f"length_penalty: needs 0 <= free < max_len and unit tokens or chars, got free={free} "
+                         f"max_len={max_len} unit={unit!r}")
 
 
 def length_penalty(completion: str, problem: dict, num_tokens: int, truncated: bool, *, max_len: int,
@@ -146,8 +160,13 @@ def length_penalty(completion: str, problem: dict, num_tokens: int, truncated: b
     with a small weight it breaks ties between equally correct answers in favour of the shorter. The length is
     num_tokens, or with unit="chars" the completion's characters (which differ between completions of the same
     token count: a random model that never stops still gets different rewards, as configs/tiny-cpu.yaml uses)."""
-    if not 0 <= free < max_len or unit not in ("tokens", "chars"):
-        raise ValueError(f"length_penalty: needs 0 <= free < max_len and unit tokens or chars, got free={free} "
-                         f"max_len={max_len} unit={unit!r}")
+    _check_length_penalty(max_len, free, unit)
     length = num_tokens if unit == "tokens" else len(completion)
     return -min(1.0, max(0, length - free) / (max_len - free))
+
+
+# The config calls these with an entry's kwargs (grpo_train.user_code.check_call), so that a value the function
+# cannot use is a config error before the run starts rather than status `error` on every call.
+think_format.check_kwargs = _check_think_format
+overlong_penalty.check_kwargs = _check_overlong_penalty
+length_penalty.check_kwargs = _check_length_penalty

@@ -93,13 +93,24 @@ def check_call(fn: Callable[..., Any], positional: int, kwargs: dict[str, Any]) 
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # a builtin or C function without a signature: its first call tells
+    name = getattr(fn, "__name__", fn)
+    missing = [p.name for p in signature.parameters.values()
+               if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name not in kwargs]
+    if missing:
+        raise UserCodeError(f"needs {', '.join(missing)} in the entry's kwargs (its signature: {name}{signature})")
     try:
         signature.bind(*range(positional), **kwargs)
     except TypeError as err:
-        raise UserCodeError(f"its signature {getattr(fn, '__name__', fn)}{signature} does not accept "
-                            f"{positional} positional arguments"
+        raise UserCodeError(f"its signature {name}{signature} does not accept {positional} positional arguments"
                             + (f" and the keyword arguments {sorted(kwargs)}" if kwargs else "")
                             + f" ({err})") from None
+    # A function may check its kwargs' values too (the built-ins do): `fn.check_kwargs(**kwargs)` raises
+    # ValueError for a value it cannot use, so that the mistake is a config error, not an error on every call.
+    if callable(check := getattr(fn, "check_kwargs", None)):
+        try:
+            check(**kwargs)
+        except (TypeError, ValueError) as err:
+            raise UserCodeError(f"kwargs: {err}") from None
 
 
 # ----------------------------------------------------------------------------------------------------

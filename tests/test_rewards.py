@@ -189,6 +189,15 @@ def functions_override(*entries: str) -> str:
     (["{function: my_rewards.py:hedge, name: format}"], "reward.functions[0].name", "reward.format_weight"),
     (["{function: my_rewards.py:hedge, name: 'a b'}"], "reward.functions[0].name", "letters, digits"),
     (["{function: my_rewards.py:hedge, wieght: 2}"], "reward.functions[0].wieght", "unknown key"),
+    # The built-ins' kwargs: a missing one is named, a value they cannot use is refused now, not on every call.
+    (["{function: 'grpo_train.rewards:overlong_penalty', kwargs: {cache: 8}}"], "reward.functions[0].function",
+     "needs max_len in the entry's kwargs"),
+    (["{function: 'grpo_train.rewards:length_penalty', kwargs: {max_len: 64, unit: words}}"],
+     "reward.functions[0].function", "unit tokens or chars, got free=0 max_len=64 unit='words'"),
+    (["{function: 'grpo_train.rewards:think_format', kwargs: {answer: xml}}"], "reward.functions[0].function",
+     "answer must be boxed, tag or any, got 'xml'"),
+    (["{function: 'grpo_train.rewards:overlong_penalty', kwargs: {max_len: 8, cache: 16}}"],
+     "reward.functions[0].function", "needs 0 < cache <= max_len"),
 ])
 def test_bad_reward_function_entries_are_config_errors(user_file, entries, key, message):
     sys.path.insert(0, str(user_file.parent))  # for the module form my_rewards:two_args
@@ -250,14 +259,23 @@ def test_data_map_fn_and_template_file_checks(tmp_path, monkeypatch):
     (["data.source=gsm9k"], "data.source"),
     (["data.eval_source=mathh"], "data.eval_source"),
     (["data.source=train.jsonl"], "data.eval_source"),  # a local training file needs a held-out one
+    (["data.source=other.jsonl", "run.eval_size=0"], "data.source"),  # not there
 ])
-def test_bad_data_keys_are_config_errors(overrides, key):
+def test_bad_data_keys_are_config_errors(overrides, key, data_files):
     with pytest.raises(ConfigError) as caught:
         load_config(None, overrides)
     assert f": {key}: " in str(caught.value)
 
 
-def test_keyed_data_configs_validate():
+@pytest.fixture
+def data_files(tmp_path, monkeypatch):
+    """train.jsonl and train.csv in the working directory (a local data file must exist to validate)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.jsonl").write_text('{"question": "1 + 1?", "answer": "2"}\n')
+    (tmp_path / "train.csv").write_text("prompt\n1 + 1?\n")
+
+
+def test_keyed_data_configs_validate(data_files):
     cfg = load_config(None, ["data.question_key=prompt", "data.kind=none", "data.source=train.csv",
                              "data.eval_source=owner/dataset"])
     assert cfg.data.kind == "none"

@@ -136,6 +136,8 @@ class MetricsLogger:
         # named "sweep[lr=1e-4]") that rich would otherwise read as tags, drop, or fail on.
         self.console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         self.log_every = cfg.run.log_every
+        # With data.kind none only the reward functions score: "accuracy" (always 0 there) is left off the console.
+        self.has_accuracy = cfg.data.kind != "none"
         self.wandb_run = None
         if self.active and cfg.run.wandb != "disabled":
             os.environ.setdefault("WANDB_SILENT", "true")
@@ -166,7 +168,8 @@ class MetricsLogger:
         if self.wandb_run is not None:
             self.wandb_run.log(metrics, step=step)
         if step % self.log_every == 0 or any(k.startswith("eval/") for k in metrics):
-            shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS if key in metrics]
+            shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS
+                     if key in metrics and (self.has_accuracy or not key.endswith("/accuracy"))]
             self.console.print(Text.assemble((f"step {step}", "bold"), "  " + "  ".join(shown)))
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
@@ -180,6 +183,13 @@ class MetricsLogger:
         if self.active:
             self.console.print(text)
 
+    def eval_summary(self, row: dict[str, Any]) -> str:
+        """An eval row in a few words: its accuracy, or with data.kind none the reward functions' means."""
+        if self.has_accuracy:
+            return f"accuracy {row['eval/accuracy']:.3f}"
+        return ", ".join(f"{key[len('eval/'):]} {value:.3f}" for key, value in sorted(row.items())
+                         if key.startswith("eval/fn/") and key.count("/") == 2 and value is not None) or "no scores"
+
     def eval_report(self, num_problems: int) -> None:
         """Held-out accuracy before training (step 0) and at the last eval, with the breakdowns, from the
         metrics file (so a resumed run reports its whole history)."""
@@ -191,11 +201,16 @@ class MetricsLogger:
         last = evals[max(evals)]
         before = evals.get(0)
         if before is None:
-            self.console.print(f"eval after training: accuracy {last['eval/accuracy']:.3f} on {num_problems}")
+            self.console.print(f"eval after training: {self.eval_summary(last)} on {num_problems}")
             return
-        gap = 100 * (last["eval/accuracy"] - before["eval/accuracy"])
-        self.console.print(f"eval: accuracy {before['eval/accuracy']:.3f} before training, "
-                           f"{last['eval/accuracy']:.3f} after step {max(evals)} ({gap:+.1f} points) on {num_problems}")
+        if self.has_accuracy:
+            gap = 100 * (last["eval/accuracy"] - before["eval/accuracy"])
+            self.console.print(f"eval: accuracy {before['eval/accuracy']:.3f} before training, "
+                               f"{last['eval/accuracy']:.3f} after step {max(evals)} ({gap:+.1f} points) "
+                               f"on {num_problems}")
+        else:
+            self.console.print(f"eval: the reward functions' means before training -> after step {max(evals)} "
+                               f"on {num_problems}")
         for key in sorted(k for k in last if k.count("/") == 2 and before.get(k) is not None and last[k] is not None):
             self.console.print(f"  {key[len('eval/'):]:28s} {before[key]:.3f} -> {last[key]:.3f}")
 

@@ -240,7 +240,7 @@ def train(cfg: Config) -> Path:
     if resume_from is None and eval_problems:
         before = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group)
         logger.log(0, before)
-        logger.print(f"eval before training: accuracy {before['eval/accuracy']:.3f} on {len(eval_problems)}")
+        logger.print(f"eval before training: {logger.eval_summary(before)} on {len(eval_problems)}")
 
     for step in range(start_step + 1, cfg.run.steps + 1):
         t_step = time.perf_counter()
@@ -277,8 +277,9 @@ def train(cfg: Config) -> Path:
         for name, failure in function_errors([s.functions for s in scores], verifier.functions).items():
             if name not in reported_failures:  # the first per function; later ones are counted in the metrics
                 reported_failures.add(name)
+                status = failure.partition(":")[0]  # error or timeout
                 logger.print(f"warning: reward function {name}: {failure} (scored 0; counted in reward/fn/{name}/"
-                             "error and /timeout, printed once)")
+                             f"{status}; the first failure of each function is printed)")
         t_reward = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------

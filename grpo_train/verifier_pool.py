@@ -240,7 +240,8 @@ def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s:
             signal.setitimer(signal.ITIMER_REAL, 0)
         value = as_reward(returned)
     except ItemTimeout:
-        return "timeout", f"over {timeout_s:g} s", None
+        # timeout_s is the worker's own timer, SOFT_TIMEOUT_FRACTION of the configured one: say both.
+        return "timeout", f"stopped at {timeout_s:g} s ({timeout_s / SOFT_TIMEOUT_FRACTION:g} s timeout)", None
     except Exception as exc:  # the user's code: reported per item, never fatal
         return "error", f"{type(exc).__name__}: {exc}"[:500], None
     finally:

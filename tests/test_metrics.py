@@ -129,3 +129,15 @@ def test_the_metrics_page_matches_names_and_placeholders():
                                  "train/seq_masked_frac", "perf/step_s"]) == []
     assert undocumented_metrics(["reward/timeouts", "train/new_thing", "eval/fn/x/y/z"]) == [
         "eval/fn/x/y/z", "reward/timeouts", "train/new_thing"]
+
+
+def test_a_task_scored_only_by_reward_functions_shows_no_accuracy(tmp_path, capfd):
+    """data.kind none: the verifier scores nothing, so accuracy (always 0) is left off; the functions' means show."""
+    logger = MetricsLogger(load_config(None, [f"run.output_dir={tmp_path}", "data.kind=none"]), tmp_path, rank=0)
+    before = {"eval/accuracy": 0.0, "eval/fn/countdown": 0.208, "eval/fn/countdown/error": 0.0}
+    logger.log(0, before)
+    logger.log(2, {"reward/mean": 0.4, "reward/accuracy": 0.0, "eval/accuracy": 0.0, "eval/fn/countdown": 0.522})
+    assert logger.eval_summary(before) == "fn/countdown 0.208"
+    logger.eval_report(100)
+    err = capfd.readouterr().err
+    assert "acc" not in err.replace("eval:", "") and "fn/countdown" in err and "0.208 -> 0.522" in err, err

@@ -68,7 +68,9 @@ def test_tiny_run_single_process_zero2(tmp_path):
         # groups are not all equal, so there is a loss and a gradient on every step.
         assert row["reward/fn/length_penalty"] < 0 and row["reward/std"] > 0
         assert row["reward/zero_variance"] < 1
-        assert row["train/loss"] != 0 and row["train/grad_norm"] > 0
+        # The loss itself is ~0 (+-1e-7) on an on-policy step whose completions all have the same length (ratio 1,
+        # advantages centred per group): the gradient norm is the signal that learning happens.
+        assert row["train/grad_norm"] > 0.01
     evals = [r for r in rows(run_dir) if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 2]  # before training, and after the last step
     eval_problems = load_problems(load_config(str(TINY), []).data, "test", n=8)

@@ -108,6 +108,8 @@ def _answer_field(row: dict, key: str, config_key: str = "") -> str:
         if isinstance(value, float) and not math.isfinite(value):
             raise DataError(f"field {key!r} must be a finite number or a non-empty string, got {value!r}")
         return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    if key in row and not isinstance(value, str):
+        raise DataError(f"field {key!r} must be a number or a non-empty string, got {value!r:.60}")
     return _text_field(row, key, config_key).strip()
 
 

@@ -53,7 +53,7 @@ def run_contents(run_dir: Path) -> list[str]:
     metrics = run_dir / METRICS_FILE
     rows = sum(1 for line in metrics.open() if line.strip()) if metrics.is_file() else 0
     if rows:
-        held.append(f"{rows} rows of {METRICS_FILE}")
+        held.append(f"{rows} row{'s' if rows > 1 else ''} of {METRICS_FILE}")
     names = [p.name for p in checkpoint.list_checkpoints(run_dir)]
     if names:
         held.append(f"checkpoints {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}")
@@ -383,9 +383,11 @@ def train(cfg: Config) -> Path:
             metrics["train/dynamic_extra_rollouts"] *= world  # sums over ranks, not means
             metrics["train/dynamic_kept_groups"] *= world
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:
-            logger.samples(step, [{"prompt": problems[r.prompt_index].question, "completion": text,
-                                   "reward": s.reward, "gold": problems[r.prompt_index].gold, "answer": s.answer,
-                                   "status": s.status, "functions": function_values(s.functions, verifier.functions)}
+            logger.samples(step, [{"uid": problems[r.prompt_index].uid, "prompt": problems[r.prompt_index].question,
+                                   "completion": text, "reward": s.reward, "gold": problems[r.prompt_index].gold,
+                                   "answer": s.answer, "status": s.status,
+                                   "functions": function_values(s.functions, verifier.functions),
+                                   "meta": problems[r.prompt_index].meta}  # the row's other fields
                                   for r, text, s in zip(rollouts, texts, scores, strict=True)])
 
         # --------------------------------------------------------------------------------------------

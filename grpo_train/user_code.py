@@ -83,7 +83,7 @@ def load_function(spec: str) -> Callable[..., Any]:
         raise UserCodeError(f"{where} has no function {name!r}{hint}")
     fn = getattr(module, name)
     if not callable(fn):
-        raise UserCodeError(f"{where}:{name} is a {type(fn).__name__}, not a function")
+        raise UserCodeError(f"{where}:{name} is not a function (its type is {type(fn).__name__})")
     return fn
 
 
@@ -151,7 +151,9 @@ def template_problems(path_text: str, template: str) -> list[str]:
         else:
             jinja2.Environment().parse(path.read_text())
     except yaml.YAMLError as err:
-        return [f"{path_text}: malformed YAML: {err}"]
+        quoting = ' (a content that starts with {{ must be quoted: content: "{{ question }}")'
+        hint = quoting if "{{" in path.read_text() else ""
+        return [f"{path_text}: malformed YAML{hint}: {err}"]
     except jinja2.TemplateSyntaxError as err:
         return [f"{path_text}: line {err.lineno}: Jinja syntax error: {err.message}"]
     return []

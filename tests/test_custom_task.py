@@ -116,6 +116,7 @@ def test_own_reward_functions_and_data_on_the_tiny_model(tmp_path):
     samples = [json.loads(line) for line in (folder / "run" / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 2 * 2 * 4 and set(samples[0]["functions"]) == {"keyword", "flaky", "sleepy"}
     assert samples[0]["functions"]["sleepy"] == "timeout"
+    assert samples[0]["meta"] == {"keyword": "leg"} and samples[0]["uid"].startswith("train:")  # the row's fields
     assert all(s["gold"] in ("2", "4", "6", "8", "10", "12") for s in samples)  # numbers as answers
     evals = [r for r in rows if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 2] and all("eval/fn/keyword" in r for r in evals)

@@ -249,6 +249,9 @@ def test_data_map_fn_and_template_file_checks(tmp_path, monkeypatch):
     (tmp_path / "notalist.yaml").write_text("user: '{{ question }}'\n")
     with pytest.raises(ConfigError, match="a list of \\{role, content\\} messages"):
         load_config(None, ["data.template_file=notalist.yaml"])
+    (tmp_path / "unquoted.yaml").write_text("- role: user\n  content: {{ question }}\n")
+    with pytest.raises(ConfigError, match="malformed YAML \\(a content that starts with \\{\\{ must be quoted"):
+        load_config(None, ["data.template_file=unquoted.yaml"])
 
 
 @pytest.mark.parametrize("overrides, key", [

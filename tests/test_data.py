@@ -398,7 +398,7 @@ def test_kind_none_needs_no_answer(tmp_path):
     ({"question": "x", "solution": 3}, "line 2: no field 'prompt' (data.question_key); the row has question, solution"),
     ({"prompt": "x"}, "line 2: no field 'solution' (data.answer_key)"),
     ({"prompt": "x", "solution": True}, "line 2: field 'solution' must be a number or a non-empty string, got True"),
-    ({"prompt": "x", "solution": [1, 2]}, "field 'solution' must be a number or a non-empty string, got [1, 2]"),
+    ({"prompt": "x", "solution": [1, 2]}, "line 2: field 'solution' must be a number or a non-empty string, got [1"),
     ({"prompt": "x", "solution": None}, "line 2: field 'solution' must be a number or a non-empty string, got None"),
     ({"prompt": "", "solution": 3}, "line 2: field 'prompt' must be a non-empty string"),
     ({"prompt": "x", "solution": "#### "}, "line 2: field 'solution' (data.answer_key) is empty after '####'"),

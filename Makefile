@@ -24,7 +24,7 @@ test-fast:
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
 lint:
-	$(BIN)/ruff check grpo_train tests scripts
+	$(BIN)/ruff check grpo_train tests scripts examples
 
 demo:
 	$(BIN)/grpo-train --config configs/smollm2-arith-demo.yaml

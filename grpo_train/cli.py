@@ -153,7 +153,8 @@ def _eval_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model",
                         help="embedded name (smollm2-135m-instruct, tiny-qwen2), HF folder, a run folder or "
                         "checkpoint of grpo-train (its exported weights), or a hub id (default: the config's)")
-    parser.add_argument("--data", help="synthetic, gsm8k, math, or a .jsonl/.parquet file (default: synthetic)")
+    parser.add_argument("--data", help="synthetic, gsm8k, math, a .jsonl / .parquet / .csv file, a dataset "
+                        "folder or a hub id (default: synthetic)")
     parser.add_argument("--n", type=int, help="problems to evaluate (0 = all; default: the config's run.eval_size, "
                         "else 200)")
     parser.add_argument("--k", type=int, default=1, help="samples per problem for pass@k / mean@k (1 = greedy only)")

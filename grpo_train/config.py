@@ -266,6 +266,10 @@ def validate(cfg: Config, origin: Origin | str = "<config>") -> None:
             f"{origin.of('algorithm.mini_batches')}: algorithm.mini_batches: {cfg.algorithm.mini_batches} must divide "
             f"prompts_per_step * group_size = {cfg.algorithm.prompts_per_step * cfg.algorithm.group_size}"
         )
+    if cfg.run.overwrite and cfg.run.resume != "never":
+        raise ConfigError(f"{origin.of('run.overwrite')}: run.overwrite: true cannot go with run.resume="
+                          f"{cfg.run.resume} (resume continues the run in output_dir, overwrite moves it aside): "
+                          "set one of them")
     problems = _data_problems(cfg.data, cfg.run.eval_size) + _reward_problems(cfg.reward)
     if problems:
         key, problem = problems[0]

@@ -167,7 +167,8 @@ class MetricsLogger:
             f.write(json.dumps(row) + "\n")
         if self.wandb_run is not None:
             self.wandb_run.log(metrics, step=step)
-        if step % self.log_every == 0 or any(k.startswith("eval/") for k in metrics):
+        # Step 0 is the eval before training, which the trainer reports in its own line.
+        if step > 0 and (step % self.log_every == 0 or any(k.startswith("eval/") for k in metrics)):
             shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS
                      if key in metrics and (self.has_accuracy or not key.endswith("/accuracy"))]
             self.console.print(Text.assemble((f"step {step}", "bold"), "  " + "  ".join(shown)))

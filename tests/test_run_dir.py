@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from grpo_train.cli import train_main
-from grpo_train.config import load_config, save_config
+from grpo_train.config import ConfigError, load_config, save_config
 from grpo_train.trainer import RunDirError, prepare_run_dir, run_contents
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,3 +102,9 @@ def test_a_failed_start_leaves_no_config_that_blocks_the_corrected_one(tmp_path,
     folder, note = prepare_run_dir(config(run_dir))
     assert folder == run_dir and note is None
 
+
+
+def test_overwrite_and_resume_together_are_refused():
+    """Resume continues the run in output_dir, overwrite moves it aside: one of them was not meant."""
+    with pytest.raises(ConfigError, match="run.overwrite: true cannot go with run.resume=auto"):
+        load_config(None, ["run.overwrite=true", "run.resume=auto"])

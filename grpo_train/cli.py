@@ -60,6 +60,11 @@ def _print_config(cfg, explain: bool, gpu_gib: float | None, preset: str = "") -
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def _kind(err: Exception) -> str:
+    """The prefix of a one-line error: the same "config error" as load_config's, else the exception's name."""
+    return "config error" if isinstance(err, ConfigError) else type(err).__name__
+
+
 def check_before_start(cfg) -> None:
     """What a real start refuses in its first seconds, checked without building, loading or downloading a model,
     so that --print-config catches it too: the library log level, the model's name (a mistyped local path, an
@@ -136,7 +141,7 @@ def train_main(argv: list[str] | None = None) -> int:
         run_dir = train(cfg)
     except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError) as err:
         # Bad input: one line naming the problem, no traceback.
-        print(f"grpo-train: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"grpo-train: {_kind(err)}: {err}", file=sys.stderr)
         return 2
     print(f"grpo-train: run finished; outputs in {run_dir}")
     return 0
@@ -191,7 +196,7 @@ def eval_main(argv: list[str] | None = None) -> int:
     try:
         summary, out = evaluate_model(args)
     except (ConfigError, DataError, ModelNotFoundError, CheckpointError) as err:
-        print(f"grpo-eval: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"grpo-eval: {_kind(err)}: {err}", file=sys.stderr)
         return 2
     shown = {k: v for k, v in summary.items() if not k.startswith("by_")}
     print(json.dumps(shown, indent=1))
@@ -234,7 +239,7 @@ def _export_main(argv: list[str]) -> int:
     try:
         out = export(Path(args.run), Path(args.out), args.step)
     except (CheckpointError, OSError) as err:  # OSError: --out cannot be written (permissions, disk full)
-        print(f"grpo-train export: {type(err).__name__}: {err}", file=sys.stderr)
+        print(f"grpo-train export: {_kind(err)}: {err}", file=sys.stderr)
         return 2
     print(f"grpo-train export: wrote {out}")
     return 0

@@ -181,7 +181,7 @@ def judge(response: str, gold: str, dataset: str, problem: str | None = None) ->
     gold_text, gold_error = _gold(gold, dataset)
     if gold_error is not None:
         return Judgement(False, False, None, "error", gold_error)  # a data bug, made visible
-    answer, source = extract_answer(visible(response), dataset)
+    answer, source = extract_answer(visible(response), dataset, problem)
     if answer is None:
         return Judgement(False, False, None, "no_answer")
     formatted = source == "boxed" or (dataset == "gsm8k" and source == "hash")

@@ -27,12 +27,14 @@ from grpo_train.verifier_form import (
     unexpanded,
 )
 from grpo_train.verifier_text import (
+    APPROXIMATE,
     ASSIGNMENT,
     CHOICE,
     EQUALS,
     MATH_SPAN,
     MULTIPLIER,
     QUALIFIER,
+    RELATION,
     TEXT_WRAP,
     PlainNumber,
     as_number,
@@ -49,9 +51,6 @@ from grpo_train.verifier_text import (
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
 
-_RELATION = re.compile(
-    r"\\(?:approx|sim|simeq|neq|ne|geq?|leq?|geqslant|leqslant|gtrsim|lesssim|gt|lt)(?![a-zA-Z])|[<>≈≥≤≠]"
-)
 _ALTERNATIVES = re.compile(r"\bor\b|\\(?:lor|vee)(?![a-zA-Z])")
 _SEPARATOR = re.compile(r"\\[{}]|[()\[\]{}]|[,;]|\bor\b|\band\b")
 _DECIMAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
@@ -69,10 +68,21 @@ class UnreadableGold(ValueError):
 
 def _qualified(answer: str, gold: str) -> bool:
     """Whether the answer bounds, approximates or excludes a value where the gold states one."""
-    answer_words, gold_words = (TEXT_WRAP.sub(r" \1 ", x) for x in (answer, gold))
-    if QUALIFIER.search(answer_words) and not QUALIFIER.search(gold_words):
+    answer_words, gold_words = (_words(x) for x in (answer, gold))
+    if (QUALIFIER.search(answer_words) or APPROXIMATE.search(answer_words)) and not (
+        QUALIFIER.search(gold_words) or APPROXIMATE.search(gold_words)
+    ):
         return True
-    return _RELATION.search(answer) is not None and as_number(clean(gold)) is not None
+    if as_number(clean(gold)) is None:
+        return False
+    return RELATION.search(answer) is not None or answer_words.lstrip(" {").startswith("~")  # "\\geq 5", "~5"
+
+
+def _words(latex: str) -> str:
+    """The answer's words as printed: text groups unwrapped ("\\text{mo}\\text{re than }5" is "more than 5") and
+    spacing commands as spaces."""
+    joined = re.sub(r"(\\(?:text\w*|mathrm|mbox)\s*\{[^{}]*)\}\s*\\(?:text\w*|mathrm|mbox)\s*\{", r"\1", latex)
+    return re.sub(r"\\[,;:! ]|\\q?quad\b", " ", TEXT_WRAP.sub(r" \1 ", joined))
 
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
@@ -228,7 +238,9 @@ def _equation_value(latex: str, problem: str | None) -> str:
 _SUBSCRIPT_OR_ARGUMENTS = re.compile(r"_\{[^{}]*\}|_\\?\w+|(?<=[a-zA-Z'}])\s*\([^()]*\)")
 _OPERATION = re.compile(
     r"[-+*/^<>\d]|\\(?:[dt]?frac|sqrt|cdot|times|div|pm|mp|log|ln|exp|[dt]?binom|sum|prod|int|pi|infty)(?![a-zA-Z])"
-)
+    r"|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|thousand)\b",
+    re.IGNORECASE,
+)  # a number written as a word is a number: "\\text{seven} = 5" is not 5
 
 
 def _is_name(side: str) -> bool:

@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 
 from grpo_train.verifier_text import (
+    EQUALS,
     MATH_SPAN,
     NEGATION,
     NUMBER_TOKEN,
     QUALIFIER,
+    QUALIFIER_AFTER_BOX,
+    QUALIFIER_BEFORE_BOX,
     as_number,
     canonical,
     clean,
@@ -46,10 +49,36 @@ _HEDGE = re.compile(
 _UNSURE = re.compile(r"\b(?:probabl\w*|likely|sure|guess\w*|believe|think)\b", re.IGNORECASE)
 _HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
 _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
-_ALTERNATIVE_AFTER_BOX = re.compile(rf"[\s$]*(?:[.;,(]\s*)?(?:or\b|{_HEDGE_WORD}\b)", re.I)
+_ALTERNATIVE_AFTER_BOX = re.compile(
+    rf"[\s$*_]*(?:(?:[.;,(\[?!…—–]|\.\.\.|-{{1,3}})[\s*_]*)*(?:or\b|{_HEDGE_WORD}\b)", re.I
+)
+# A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
+_VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?")
+# A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."
+_OFFERED = re.compile(
+    r"\b(?:could|might|may|possibly|perhaps|maybe)\s+(?:also\s+|even\s+|just\s+|well\s+)?(?:be|equal)\s+"
+    r"|\b(?:alternatively|or\s+(?:maybe|perhaps|possibly|else))\b[\s,:]*(?:it\s+(?:is|could\s+be)\s+)?",
+    re.IGNORECASE,
+)
+_OFFERED_AFTER = re.compile(
+    r"\s+(?:is|are|would\s+be|seems|might\s+be|could\s+be)\s+(?:also\s+|equally\s+)?(?:possible|plausible|valid"
+    r"|correct|right|acceptable|an?\s+(?:option|possibility|alternative|candidate))\b",
+    re.IGNORECASE,
+)
+_JOINED_VALUE = re.compile(
+    r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
+)
+# A bound or an approximation that is what the problem asks for: the greatest or least value, a rounded one.
+_EXTREME_BOUND = re.compile(r"(?:at\s+(?:most|least)|no\s+(?:more|fewer|less)\s+than|maximum|minimum)", re.I)
+_ASKS_EXTREME = re.compile(
+    r"\b(?:greatest|largest|biggest|maxim\w*|most|least|smallest|fewest|minim\w*|max|min)\b", re.IGNORECASE
+)
+_APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
+_ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
+_TAG = re.compile(r"</?[a-zA-Z][\w-]{0,20}>")  # "<answer>\\boxed{5}</answer>": markup, not a relation
 _FILLER = re.compile(
     r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
-    r"|perhaps))*[\s,:]*",
+    r"|perhaps))*[\s,:*_]*",
     re.IGNORECASE,
 )
 # The first value of a clause: a box, a math span or a number (whichever comes first).
@@ -66,6 +95,7 @@ _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 # A sentence also starts after displayed math: "... \\geq 2.$$ Therefore, it increases by 100%."
 _CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
+_LAST_IS_WORD = re.compile(r".*\b(?:is|are|equals)\s+(?=\S)", re.DOTALL)
 _LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DOTALL)
 _CONCLUSION = re.compile(
     r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution)\b",
@@ -149,6 +179,10 @@ def _alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> boo
     must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
     3 x 6 = 18" offers nothing."""
     pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
+    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
+        value = _FIRST_VALUE.match(text, match.end())
+        if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
+            return not _same_answer(next(g for g in value.groups() if g is not None), answer)
     if (match := pattern.match(text, pos)) is None:
         return False
     filler = _FILLER.match(text, match.end())
@@ -179,7 +213,9 @@ def _span_after(text: str, pos: int) -> str | None:
             return None  # "The answer is $5$ (or $7$)."
         if end is not None and _alternative_follows(rest, end.start(), math_content(span), bare_or=False):
             return None  # "The answer is $5$. Or 7."
-        return unwrapped if re.match(r"\s*(?:or\b|\\text\s*\{\s*or)", rest[span.end() :]) else math_content(span)
+        # "$5$ or $7$", "$5$ apples or $7$ apples", "$5$ / $7$", "$5$ and $7$": a list, for the comparison to judge.
+        joined = _JOINED_VALUE.match(rest, span.end())
+        return unwrapped if joined is not None else math_content(span)
     sentence = sentence.removeprefix("$")  # "$90." is a price, not a math span
     sentence = _describing_clause_kept(sentence, _after_last_is(sentence))
     if end is not None and _alternative_follows(rest, end.start(), sentence, bare_or=False):
@@ -199,7 +235,9 @@ def _describing_clause_kept(sentence: str, tail: str) -> str:
     if NEGATION.search(tail) or _RETRACTION.search(tail) or _HEDGE.search(tail) or _UNSURE.search(tail):
         return tail
     head = sentence[: len(sentence) - len(tail)]
-    return head[: head.rindex(",")].strip() if "," in head else sentence  # "18 apples, which is ..." -> "18 apples"
+    if "," not in head or re.search(r"\d", head[head.rindex(",") :]):
+        return sentence  # "5, though 7 is also plausible": two values, for the comparison to judge
+    return head[: head.rindex(",")].strip()  # "18 apples, which is ..." -> "18 apples"
 
 
 def _after_last_is(sentence: str) -> str:
@@ -207,7 +245,30 @@ def _after_last_is(sentence: str) -> str:
     $x = -3$" -> "$x = 2$ or $x = -3$"); the sentence itself without one."""
     masked = MATH_SPAN.sub(lambda m: "$" + "_" * (len(m.group()) - 2) + "$", sentence)
     last_is = _LAST_IS.match(masked)
-    return sentence[last_is.end() :] if last_is is not None else sentence
+    if last_is is None:
+        return sentence
+    if not masked[: last_is.end()].rstrip().endswith("="):
+        return sentence[last_is.end() :]
+    # A prose equation ("The answer is 7 = 5.", "So 2 + 2 = 5."): the chain whole, from its left side, for the
+    # equation rule to judge; its last right side alone would hide a false left side.
+    word = _LAST_IS_WORD.match(masked)
+    start = word.end() if word is not None else 0
+    return sentence[_left_side_start(masked, start, masked.index("=", start)) :].strip()
+
+
+def _left_side_start(text: str, start: int, equals: int) -> int:
+    """Where the left side of the equation at `equals` begins: back over symbols, numbers and one-letter names
+    ("So 2 + 2 = 5" -> "2 + 2"); the word before the "=" when there is nothing else ("total = 5")."""
+    text = re.sub(r"\\[a-zA-Z]+", lambda m: "\\" + "#" * (len(m.group()) - 1), text)  # "\\cdot" is a symbol
+    pos = equals
+    while pos > start and not (text[pos - 1].isalpha() and pos - 2 >= start and text[pos - 2].isalpha()):
+        pos -= 1
+    if not re.search(r"[\w$]", text[pos:equals]):
+        word = re.search(r"[A-Za-z']+\s*$", text[start:pos])
+        pos = start + word.start() if word is not None else pos
+    while pos < equals and text[pos] in " ,:;":
+        pos += 1
+    return pos
 
 
 def _last_marker_span(text: str, marker: re.Pattern[str]) -> tuple[str, str | None]:
@@ -240,11 +301,24 @@ def _retracted_after(text: str, pos: int, answer: str) -> bool:
     it might be 7."); a check that only restates the work ("Wait, let me check: 2 + 3 = 5.") does not."""
     rest = text[pos:]
     end = _SENTENCE_END.search(rest, 1)
-    for sentence in _SENTENCE_BREAK.split(rest[end.end() :] if end else ""):
+    return _offered_later(rest[end.end() :] if end else "", answer)
+
+
+def _offered_later(rest: str, answer: str) -> bool:
+    """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
+    that offers another value as possible ("It could also be 7.", "However, 7 is also possible.")."""
+    for sentence in _SENTENCE_BREAK.split(rest):
+        values = []
         if _RETRACTION.search(sentence) and _HEDGE.search(sentence):
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
-            if any(not _same_answer(v.strip(), answer) for v in values):
-                return True
+        for offer in _OFFERED.finditer(sentence):
+            if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
+                values.append(next(g for g in value.groups() if g is not None))
+        for value in _FIRST_VALUE.finditer(sentence):
+            if _OFFERED_AFTER.match(sentence, value.end()):
+                values.append(next(g for g in value.groups() if g is not None))
+        if any(not _same_answer(v.strip(), answer) for v in values):
+            return True
     return False
 
 
@@ -274,23 +348,45 @@ def _closing_answer(text: str) -> str | None:
         if between and all(_LIST_JOINER.fullmatch(gap) for gap in between):
             return ", ".join(math_content(span) for span in spans)  # "The roots are $2$ and $-3$."
         return math_content(spans[-1])
+    if EQUALS.search(sentence):
+        return sentence.rstrip(".")  # "Therefore, 3 + 4 = 7.": the chain, for the equation rule
     numbers = {n.strip() for n in NUMBER_TOKEN.findall(sentence)}
     if not numbers and len(spans := list(MATH_SPAN.finditer(whole))) == 1:
         return math_content(spans[0])  # "Therefore $x \\geq 5$ is the solution."
     return numbers.pop() if len(numbers) == 1 else None
 
 
-def extract_answer(response: str, dataset: str) -> tuple[str | None, str]:
-    """The final answer and its source: boxed, final_answer, answer_is, hash or closing.
+def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) -> bool:
+    """A qualifier, relation or negation right around the box: "at least $\\boxed{5}$", "$x > \\boxed{5}$", "not
+    $\\boxed{5}$", "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5}$?", "$\\boxed{5}$ is wrong"; unless it
+    is what the problem asks for: "at most $\\boxed{2}$" for the greatest number, "\\approx \\boxed{32}" when asked to
+    round (without the problem, what it asks is not known: such a bound is allowed)."""
+    start, end, _ = box
+    before = _SENTENCE_BREAK.split(_TAG.sub(" ", text[max(0, start - 80) : start]))[-1]
+    after = QUALIFIER_AFTER_BOX.match(text, end)
+    qualifier = QUALIFIER_BEFORE_BOX.search(before) or after
+    if qualifier is None:
+        return False
+    asked, word = MATH_SPAN.sub(" ", problem or ""), qualifier.group().strip(" $*_:([\\")
+    if _EXTREME_BOUND.fullmatch(word) and (problem is None or _ASKS_EXTREME.search(asked)):
+        return False
+    return not (_APPROXIMATION.fullmatch(word) and (problem is None or _ASKS_ROUNDED.search(asked)))
+
+
+def extract_answer(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str]:
+    """The final answer and its source: boxed, final_answer, answer_is, hash or closing (`problem` tells which
+    bounds around a box answer it).
     Source "conflict": different boxed answers or a hedge; "none": no answer found."""
     boxes = find_boxes(response)
     if boxes is None:
         return None, "conflict"
     if boxes:
         if (answer := _boxed_answer(response, boxes)) is not None:
-            if _alternative_follows(response, boxes[-1][1], answer, bare_or=True):
-                return None, "conflict"
-            return answer, "boxed"
+            end = boxes[-1][1]
+            if _alternative_follows(response, end, answer, bare_or=True) or _offered_later(response[end:], answer):
+                return None, "conflict"  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
+            if not _box_qualified(response, boxes[-1], problem):
+                return answer, "boxed"
         _, statement = _last_marker_span(response[boxes[-1][1] :], _FINAL_ANSWER)
         return (statement, "final_answer") if statement is not None else (None, "conflict")
     if BOX_START.search(response):

@@ -317,7 +317,7 @@ def test_only_printed_content_is_read():
     assert visible("\\boxed{\\phantom{5}}") == "\\boxed{}"
     assert visible("\\boxed{\\phantom{\\frac{1}{2}}7}") == "\\boxed{7}"
     assert visible("\\boxed{\\color{red}{7}}") == "\\boxed{{7}}"
-    assert visible("\\boxed{{\\color{white} 5} 7}") == "\\boxed{{} 7}"
+    assert visible("\\boxed{{\\color{white} 5} 7}") == "\\boxed{ 7}"  # the whole group goes
     assert visible("\\boxed{5\u200b}") == "\\boxed{5}"
 
 

@@ -106,10 +106,15 @@ __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_corre
 DATASETS = ("gsm8k", "math")
 _STRUCTURE = re.compile(r"\\(?:[dtc]?frac|sqrt|text\w*|math\w*|left|right|boxed|fbox|begin|end|cdot|times|div)\b")
 _PLACEHOLDER = re.compile(
-    r"[(\[<]?\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\[lcv]?dots)\s*[)\]>]?", re.IGNORECASE
+    r"[(\[<{]*\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\[lcv]?dots|error|invalid|x{2,}"
+    r"|(?:your\s+|final\s+|the\s+|no\s+)?(?:answer|ans|gold|result)(?:\s+here)?|placeholder|missing|blank|empty)"
+    r"\s*[)\]>}]*\.?",
+    re.IGNORECASE,
 )
 # Golds with a part missing: "\\frac{}{3}", "\\sqrt{}", "x^{}", "x =", "= 5".
-_EMPTY_ARGUMENT = re.compile(r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*\{\s*\}")
+_EMPTY_ARGUMENT = re.compile(r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*(?:\{\s*\}|$)")
+# A gold that divides by zero: "\\frac{1}{0}", "0/0".
+_BY_ZERO = re.compile(r"\\[dt]?frac\s*(?:\{[^{}]*\}|\w)\s*(?:\{\s*0\s*\}|0(?!\d))|/\s*0(?![\d.])")
 _EMPTY_SIDE = re.compile(r"^\s*=|(?<![<>!\\])=\s*$")
 
 
@@ -158,10 +163,12 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} is a placeholder, not an answer"
     if not re.search(r"[0-9A-Za-z]", _STRUCTURE.sub("", stripped)):
         return "", f"gold {gold!r} holds no value"  # "\\frac{}{}", "\\sqrt{}"
-    if _unbalanced(text):
+    if _unbalanced(text) or _unbalanced(gold):
         return "", f"gold {gold!r} has unbalanced braces or brackets"
     if _EMPTY_ARGUMENT.search(stripped) or _EMPTY_SIDE.search(stripped):
-        return "", f"gold {gold!r} has an empty part (a fraction, root or side of an equation)"
+        return "", f"gold {gold!r} has an empty part (a fraction, root, exponent or side of an equation)"
+    if _BY_ZERO.search(stripped):
+        return "", f"gold {gold!r} divides by zero"
     if dataset == "gsm8k" and as_number(clean(text)) is None and gsm8k_number(text) is None:
         return "", f"GSM8K gold {gold!r} is not a number"
     return text, None

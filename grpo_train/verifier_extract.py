@@ -410,7 +410,7 @@ def gold_answer(gold: str, dataset: str) -> tuple[str, str | None]:
     if BOX_START.search(gold):
         boxes = find_boxes(gold) or []
         answer = _boxed_answer(gold, boxes) if boxes else None
-        if answer is None:
+        if answer is None or any(not _same_answer(box[2], boxes[0][2]) for box in boxes):  # "\\boxed{1}\\boxed{2}"
             return "", "its boxed answers are empty, unclosed or disagree"
         return answer, None
     return gold.strip(), None

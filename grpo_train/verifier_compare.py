@@ -79,10 +79,14 @@ def _qualified(answer: str, gold: str) -> bool:
 
 
 def _words(latex: str) -> str:
-    """The answer's words as printed: text groups unwrapped ("\\text{mo}\\text{re than }5" is "more than 5") and
-    spacing commands as spaces."""
+    """The answer's words as printed: text groups unwrapped ("\\text{mo}\\text{re than }5" and "\\text{abo}ut 5" are
+    "more than 5" and "about 5"), spacing and size commands as spaces, and braces of groups dropped."""
     joined = re.sub(r"(\\(?:text\w*|mathrm|mbox)\s*\{[^{}]*)\}\s*\\(?:text\w*|mathrm|mbox)\s*\{", r"\1", latex)
-    return re.sub(r"\\[,;:! ]|\\q?quad\b", " ", TEXT_WRAP.sub(r" \1 ", joined))
+    glued = TEXT_WRAP.sub(lambda m: m.group(1) if m.string[m.end() : m.end() + 1].isalpha() else f" {m[1]} ", joined)
+    return _LAYOUT.sub(" ", glued)
+
+
+_LAYOUT = re.compile(r"\\[,;:! ]|\\q?quad\b|\\(?:tiny|small|large|Large|normalsize|displaystyle)\b|(?<!\\)[{}]")
 
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:

@@ -50,23 +50,33 @@ _UNSURE = re.compile(r"\b(?:probabl\w*|likely|sure|guess\w*|believe|think)\b", r
 _HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
 _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
 _ALTERNATIVE_AFTER_BOX = re.compile(
-    rf"[\s$*_]*(?:(?:[.;,(\[?!…—–]|\.\.\.|-{{1,3}})[\s*_]*)*(?:or\b|{_HEDGE_WORD}\b)", re.I
+    rf"[\s$*_]*(?:(?:[.;,(\[?!…—–]|\.\.\.|-{{1,3}})[\s*_]*)*(?:\\text\s*\{{\s*)?"
+    rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b)",
+    re.I,
+)
+# A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
+_BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
+_CONDITION = re.compile(
+    r"\b(?:if|unless|when|otherwise|else|but|or|maybe|perhaps|possibly|alternativ\w*|other|another)\b", re.I
 )
 # A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
-_VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?")
+_VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|\s*[,;]\s*(?=[-+]?\.?\d)")
 # A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."
 _OFFERED = re.compile(
     r"\b(?:could|might|may|possibly|perhaps|maybe)\s+(?:also\s+|even\s+|just\s+|well\s+)?(?:be|equal)\s+"
+    r"|\b(?:alternative|backup|second|other|another|different)(?:\s+possible)?\s+(?:answer|guess|option|possibility"
+    r"|solution|value)s?\b[\s:=*]*(?:is\s+|would\s+be\s+)?"
     r"|\b(?:alternatively|or\s+(?:maybe|perhaps|possibly|else))\b[\s,:]*(?:it\s+(?:is|could\s+be)\s+)?",
     re.IGNORECASE,
 )
 _OFFERED_AFTER = re.compile(
     r"\s+(?:is|are|would\s+be|seems|might\s+be|could\s+be)\s+(?:also\s+|equally\s+)?(?:possible|plausible|valid"
-    r"|correct|right|acceptable|an?\s+(?:option|possibility|alternative|candidate))\b",
+    r"|correct|right|acceptable|an?\s+(?:option|possibility|alternative|candidate))\b"
+    r"|\s+(?:also|too|equally|as\s+well)\s+(?:works?|fits?|counts?|holds?|applies|satisfies)\b",
     re.IGNORECASE,
 )
 _JOINED_VALUE = re.compile(
-    r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
+    r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;|\|)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
 )
 # A bound or an approximation that is what the problem asks for: the greatest or least value, a rounded one.
 _EXTREME_BOUND = re.compile(r"(?:at\s+(?:most|least)|no\s+(?:more|fewer|less)\s+than|maximum|minimum)", re.I)
@@ -75,10 +85,11 @@ _ASKS_EXTREME = re.compile(
 )
 _APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
 _ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
+_ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
 _TAG = re.compile(r"</?[a-zA-Z][\w-]{0,20}>")  # "<answer>\\boxed{5}</answer>": markup, not a relation
 _FILLER = re.compile(
     r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
-    r"|perhaps))*[\s,:*_]*",
+    r"|perhaps))*[\s,:*_}]*",
     re.IGNORECASE,
 )
 # The first value of a clause: a box, a math span or a number (whichever comes first).
@@ -179,6 +190,10 @@ def _alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> boo
     must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
     3 x 6 = 18" offers nothing."""
     pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
+    if bare_or and (bracket := _BRACKET_AFTER_BOX.match(text, pos)) and _CONDITION.search(bracket.group(1)):
+        values = [v for m in _FIRST_VALUE.finditer(bracket.group(1)) for v in m.groups() if v is not None]
+        if any(not _same_answer(v.strip(), answer) for v in values):
+            return True  # "\\boxed{5} (7 if counting Tom)", "\\boxed{5} (other possible answer: 7)"
     if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
         value = _FIRST_VALUE.match(text, match.end())
         if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
@@ -309,8 +324,11 @@ def _offered_later(rest: str, answer: str) -> bool:
     that offers another value as possible ("It could also be 7.", "However, 7 is also possible.")."""
     for sentence in _SENTENCE_BREAK.split(rest):
         values = []
-        if _RETRACTION.search(sentence) and _HEDGE.search(sentence):
+        if _RETRACTION.search(sentence) and _HEDGE.search(sentence):  # "Wait, no, it might be 7."
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
+        elif _RETRACTION.match(sentence.lstrip(" *_>")) and not _ARITHMETIC.search(sentence):
+            # "Wait, 6.": a correction to another value, not a check ("Wait, let me check: 12 - 3 = 9.")
+            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
         for offer in _OFFERED.finditer(sentence):
             if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
                 values.append(next(g for g in value.groups() if g is not None))

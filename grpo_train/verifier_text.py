@@ -175,8 +175,13 @@ _NOT_A_UNIT = re.compile(
     r"\d|\b(?:or|and|not|but|than|plus|minus|nor|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
     re.IGNORECASE,
 )
-_SECOND_VALUE = re.compile(r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
-MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b", re.IGNORECASE)
+_SECOND_VALUE = re.compile(
+    r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|half|halves|thirds?|quarters?)\b", re.I
+)
+MULTIPLIER = re.compile(
+    r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b|(?<=\d)\s*k\b|\\(?:text|mathrm)\s*\{\s*k\s*\}",
+    re.IGNORECASE,
+)  # "5k" is 5000
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
 CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")  # a multiple-choice letter: "(C)", "c"

@@ -18,6 +18,7 @@ from grpo_train.verifier_text import (
     as_number,
     canonical,
     clean,
+    gsm8k_number,
     matching_brace,
     math_content,
 )
@@ -51,9 +52,11 @@ _HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
 _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
 _ALTERNATIVE_AFTER_BOX = re.compile(
     rf"[\s$*_]*(?:(?:[.;,(\[?!…—–]|\.\.\.|-{{1,3}})[\s*_]*)*(?:\\text\s*\{{\s*)?"
-    rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b)",
+    rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
+    r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
     re.I,
 )
+_CONDITION_AFTER_BOX = re.compile(r"[\s$*_]*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I)
 # A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
 _BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
 _CONDITION = re.compile(
@@ -85,6 +88,7 @@ _ASKS_EXTREME = re.compile(
 )
 _APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
 _ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
+_INTERJECTION = re.compile(r"^[\s*_>]*(?:(?:hmm+|hm+|oh|ah|uh|well|no|so|but)\b[\s,.!]*)*", re.I)
 _ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
 _TAG = re.compile(r"</?[a-zA-Z][\w-]{0,20}>")  # "<answer>\\boxed{5}</answer>": markup, not a relation
 _FILLER = re.compile(
@@ -194,6 +198,11 @@ def _alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> boo
         values = [v for m in _FIRST_VALUE.finditer(bracket.group(1)) for v in m.groups() if v is not None]
         if any(not _same_answer(v.strip(), answer) for v in values):
             return True  # "\\boxed{5} (7 if counting Tom)", "\\boxed{5} (other possible answer: 7)"
+    if bare_or and (condition := _CONDITION_AFTER_BOX.match(text, pos)) is not None:
+        clause = _SENTENCE_END.split(text[condition.end() : condition.end() + SPAN_CHARS], maxsplit=1)[0]
+        values = [v for m in _FIRST_VALUE.finditer(clause) for v in m.groups() if v is not None]
+        if any(not _same_answer(v.strip(), answer) for v in values):
+            return True  # "\\boxed{5} unless Tom ate 2": the answer under a condition, another value otherwise
     if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
         value = _FIRST_VALUE.match(text, match.end())
         if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
@@ -326,8 +335,11 @@ def _offered_later(rest: str, answer: str) -> bool:
         values = []
         if _RETRACTION.search(sentence) and _HEDGE.search(sentence):  # "Wait, no, it might be 7."
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
-        elif _RETRACTION.match(sentence.lstrip(" *_>")) and not _ARITHMETIC.search(sentence):
-            # "Wait, 6.": a correction to another value, not a check ("Wait, let me check: 12 - 3 = 9.")
+        elif (_RETRACTION.match(_INTERJECTION.sub("", sentence)) or _UNSURE.search(sentence)) and _RETRACTION.search(
+            sentence
+        ) and not _ARITHMETIC.search(sentence):
+            # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
+            # check: 12 - 3 = 9.")
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
         for offer in _OFFERED.finditer(sentence):
             if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
@@ -394,30 +406,97 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
 def extract_answer(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str]:
     """The final answer and its source: boxed, final_answer, answer_is, hash or closing (`problem` tells which
     bounds around a box answer it).
-    Source "conflict": different boxed answers or a hedge; "none": no answer found."""
+    Source "conflict": different boxed answers, a hedge, or statements of the answer in different forms (a box,
+    "the final answer is", "the answer is", "####") that give different numbers; "none": no answer found."""
+    answer, source, pos = _extract(response, dataset, problem)
+    if answer is not None and source != "closing" and _contradicted(response, answer, pos):
+        return None, "conflict"  # "$\\boxed{5}$. The final answer is 7.", "The answer is 7.\n#### 5"
+    return answer, source
+
+
+def _extract(response: str, dataset: str, problem: str | None) -> tuple[str | None, str, int]:
+    """extract_answer without the agreement of statements, and where the answer's statement starts."""
     boxes = find_boxes(response)
     if boxes is None:
-        return None, "conflict"
+        return None, "conflict", 0
     if boxes:
         if (answer := _boxed_answer(response, boxes)) is not None:
             end = boxes[-1][1]
             if _alternative_follows(response, end, answer, bare_or=True) or _offered_later(response[end:], answer):
-                return None, "conflict"  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
-            if not _box_qualified(response, boxes[-1], problem):
-                return answer, "boxed"
+                return None, "conflict", 0  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
+            final = _last_match(response[end:], _FINAL_ANSWER)
+            stated = _span_after(response, end + final.end()) if final is not None else ""
+            # A final-answer statement after the last box settles it ("... is the final answer." states nothing).
+            settled = stated is None or (bool(stated.strip(" .")) and not _agree(stated, answer))
+            if not settled and not _box_qualified(response, boxes[-1], problem):
+                return answer, "boxed", boxes[-1][0]
         _, statement = _last_marker_span(response[boxes[-1][1] :], _FINAL_ANSWER)
-        return (statement, "final_answer") if statement is not None else (None, "conflict")
+        if statement is None:
+            return None, "conflict", 0
+        return statement, "final_answer", boxes[-1][1] + _last_match(response[boxes[-1][1] :], _FINAL_ANSWER).start()
     if BOX_START.search(response):
-        return None, "none"  # a \boxed{ that never closes: cut off in the answer
+        return None, "none", 0  # a \boxed{ that never closes: cut off in the answer
     for marker, source in ((_FINAL_ANSWER, "final_answer"), (_ANSWER_IS, "answer_is"), (_HASH_ANSWER, "hash")):
         found, span = _last_marker_span(response, marker)
         if found == "hedge":
-            return None, "conflict"  # "The answer is 7, or maybe it is 5."
+            return None, "conflict", 0  # "The answer is 7, or maybe it is 5."
         if span is not None:
-            return span, source
+            return span, source, _last_match(response, marker).start()
     if dataset == "math" and (answer := _closing_answer(response)) is not None:
-        return answer, "closing"  # GSM8K asks for a marked answer: no guessing from its prose
-    return None, "none"
+        return answer, "closing", len(response)  # GSM8K asks for a marked answer: no guessing from its prose
+    return None, "none", 0
+
+
+def _last_match(text: str, marker: re.Pattern[str]) -> re.Match[str] | None:
+    last = None
+    for last in marker.finditer(text):  # noqa: B007 - only the last one is wanted
+        pass
+    return last
+
+
+def _contradicted(response: str, answer: str, pos: int) -> bool:
+    """Whether the last statement of another kind (a box, "the final answer is", "the answer is", "####") gives
+    another number than the answer, or hedges, unless a retraction stands between it and the answer's statement
+    ("The answer is 8. Wait, I miscounted ... \\boxed{7}" is a revision, C3). Only numbers are compared: two
+    spellings of one expression are not told apart here."""
+    value = _plain_value(answer)
+    if value is None:
+        return False
+    for marker in (_FINAL_ANSWER, _ANSWER_IS, _HASH_ANSWER, BOX_START):
+        other = _last_match(response, marker)
+        if other is None or other.start() <= pos < other.end() or abs(other.start() - pos) < 2:
+            continue
+        if other.start() < pos and _retracts(response[other.end() : pos]):
+            continue
+        if marker is BOX_START and other.start() < pos and _FINAL_ANSWER.match(response, pos):
+            continue  # a final-answer statement after the boxes settles them
+        if marker is BOX_START:
+            close = matching_brace(response, other.end()) if response.startswith("{", other.end()) else None
+            stated = response[other.end() + 1 : close] if close is not None else None
+            if stated is None or pos <= other.start() < pos + len(answer) + 40:
+                continue  # unclosed, or the box of the answer's own statement ("The answer is $\\boxed{5}$")
+        else:
+            stated = _span_after(response, other.end())
+            if stated is None:
+                return True  # "\\boxed{5}. The final answer is 5 or maybe 7."
+        stated_value = _plain_value(BOX_START.sub("", stated))
+        if stated_value is not None and stated_value != value:
+            return True
+    return False
+
+
+def _agree(stated: str | None, answer: str) -> bool:
+    """Whether a statement gives the answer: the same text or the same number."""
+    if stated is None:
+        return False
+    value = _plain_value(BOX_START.sub("", stated))
+    return _same_answer(stated.strip(), answer) or (value is not None and value == _plain_value(answer))
+
+
+def _plain_value(text: str) -> object | None:
+    """The number a statement gives ("18", "\\$18.00", "Janet makes $18 a day"), else None."""
+    number = as_number(clean(text)) or gsm8k_number(text)
+    return number.value if number is not None else None
 
 
 def gold_answer(gold: str, dataset: str) -> tuple[str, str | None]:

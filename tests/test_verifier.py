@@ -48,11 +48,16 @@ def test_public_cases_accuracy_and_false_positives(with_problem):
 
 
 def test_extraction_order_box_then_final_answer_then_answer_is_then_hash():
-    text = "The answer is 3.\nFinal Answer: The final answer is 4.\n#### 5\nSo it is $\\boxed{6}$."
-    assert extract_answer(text, "gsm8k") == ("6", "boxed")
-    assert extract_answer(text.replace("$\\boxed{6}$", "6"), "gsm8k") == ("4", "final_answer")
-    assert extract_answer("The answer is 3.\n#### 5", "gsm8k") == ("3", "answer_is")
+    text = "The answer is 6 eggs.\nFinal Answer: The final answer is $6.00.\n#### 6\nSo it is $\\boxed{6.0}$."
+    assert extract_answer(text, "gsm8k") == ("6.0", "boxed")
+    assert extract_answer(text.replace("$\\boxed{6.0}$", "6"), "gsm8k") == ("6.00", "final_answer")
+    assert extract_answer("The answer is 5 eggs.\n#### 5", "gsm8k") == ("5 eggs", "answer_is")
     assert extract_answer("3 + 2 = 5\n#### 5", "gsm8k") == ("5", "hash")
+    # Statements of the answer in different forms must give the same number (C2), unless a retraction comes between.
+    assert extract_answer("The answer is 3.\n#### 5", "gsm8k") == (None, "conflict")
+    assert extract_answer("So it is $\\boxed{5}$.\n#### 7", "gsm8k") == (None, "conflict")
+    assert extract_answer("So it is $\\boxed{5}$. The final answer is 7.", "math") == ("7", "final_answer")  # settled
+    assert extract_answer("The answer is 8. Wait, that is wrong: 3 + 4 = 7. So $\\boxed{7}$.", "gsm8k") == ("7", "boxed")
 
 
 def test_nested_braces_and_fbox():

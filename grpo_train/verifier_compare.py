@@ -68,9 +68,11 @@ class UnreadableGold(ValueError):
 
 def _qualified(answer: str, gold: str) -> bool:
     """Whether the answer bounds, approximates or excludes a value where the gold states one."""
-    answer_words, gold_words = (_words(x) for x in (answer, gold))
+    if _PLAIN.fullmatch(answer):
+        return False  # most answers: a plain number qualifies nothing
+    answer_words = _words(answer)
     if (QUALIFIER.search(answer_words) or APPROXIMATE.search(answer_words)) and not (
-        QUALIFIER.search(gold_words) or APPROXIMATE.search(gold_words)
+        QUALIFIER.search(gold_words := _words(gold)) or APPROXIMATE.search(gold_words)
     ):
         return True
     if as_number(clean(gold)) is None:
@@ -86,6 +88,7 @@ def _words(latex: str) -> str:
     return _LAYOUT.sub(" ", glued)
 
 
+_PLAIN = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*")
 _LAYOUT = re.compile(r"\\[,;:! ]|\\q?quad\b|\\(?:tiny|small|large|Large|normalsize|displaystyle)\b|(?<!\\)[{}]")
 
 

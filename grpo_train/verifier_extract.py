@@ -88,8 +88,19 @@ _ASKS_EXTREME = re.compile(
 )
 _APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
 _ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
+_ANY_VALUE = re.compile(r"\d|\$")
 _INTERJECTION = re.compile(r"^[\s*_>]*(?:(?:hmm+|hm+|oh|ah|uh|well|no|so|but)\b[\s,.!]*)*", re.I)
 _ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
+# The last words of the qualifiers in QUALIFIER_BEFORE_BOX (a word that is none of them spares its regex).
+_QUALIFIER_END_WORDS = (
+    "than least most minimum maximum about around approx approx. approximately roughly nearly almost circa ca. to"
+    " over under above below beyond exceeding of excess order range region ballpark neighborhood neighbourhood vicinity"
+    " except for excluding besides but not any some between within maybe perhaps possibly probably likely presumably"
+    " supposedly apparently allegedly est est. estimated estimate guess bound as like near less take minus negative by"
+    " quite environ etwa ungefähr ungefaehr aproximadamente casi presque mindestens höchstens hoechstens moins plus de"
+    " als never cannot n't isn't aren't wasn't"
+)
+_QUALIFIER_ENDS = frozenset(_QUALIFIER_END_WORDS.split())
 _TAG = re.compile(r"</?[a-zA-Z][\w-]{0,20}>")  # "<answer>\\boxed{5}</answer>": markup, not a relation
 _FILLER = re.compile(
     r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
@@ -295,29 +306,29 @@ def _left_side_start(text: str, start: int, equals: int) -> int:
     return pos
 
 
-def _last_marker_span(text: str, marker: re.Pattern[str]) -> tuple[str, str | None]:
-    """("none", None) without the marker; ("hedge", None) when its answer hedges, when an earlier statement
+def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None, int]:
+    """("none", None, 0) without the marker; ("hedge", None, 0) when its answer hedges, when an earlier statement
     of the same marker since the last retraction gives another value ("The answer is 5. The answer is 7.",
     as two boxes would), or when a retraction after it offers another ("The answer is 5. Wait, no, it might
-    be 7."); else ("ok", answer)."""
+    be 7."); else ("ok", answer, where the last statement starts)."""
     matches = list(marker.finditer(text))
     if not matches:
-        return "none", None
+        return "none", None, 0
     if len(matches) > MAX_STATEMENTS:
-        return "hedge", None  # "The answer is 5." written thousands of times answers nothing
+        return "hedge", None, 0  # "The answer is 5." written thousands of times answers nothing
     span = _span_after(text, matches[-1].end())
     if span is None:
-        return "hedge", None
+        return "hedge", None, 0
     answer = span.strip() or None
     for earlier, later in zip(reversed(matches[:-1]), reversed(matches[1:]), strict=True):
         if _retracts(text[earlier.end() : later.start()]):
             break
         stated = _span_after(text, earlier.end())
         if stated is not None and answer is not None and not _same_answer(stated.strip(), answer):
-            return "hedge", None
+            return "hedge", None, 0
     if answer is not None and _retracted_after(text, matches[-1].end(), answer):
-        return "hedge", None
-    return "ok", answer
+        return "hedge", None, 0
+    return "ok", answer, matches[-1].start()
 
 
 def _retracted_after(text: str, pos: int, answer: str) -> bool:
@@ -331,6 +342,8 @@ def _retracted_after(text: str, pos: int, answer: str) -> bool:
 def _offered_later(rest: str, answer: str) -> bool:
     """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
     that offers another value as possible ("It could also be 7.", "However, 7 is also possible.")."""
+    if not _ANY_VALUE.search(rest):
+        return False  # nothing after the answer names a value (most responses end there)
     for sentence in _SENTENCE_BREAK.split(rest):
         values = []
         if _RETRACTION.search(sentence) and _HEDGE.search(sentence):  # "Wait, no, it might be 7."
@@ -392,9 +405,15 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     is what the problem asks for: "at most $\\boxed{2}$" for the greatest number, "\\approx \\boxed{32}" when asked to
     round (without the problem, what it asks is not known: such a bound is allowed)."""
     start, end, _ = box
-    before = _SENTENCE_BREAK.split(_TAG.sub(" ", text[max(0, start - 80) : start]))[-1]
-    after = QUALIFIER_AFTER_BOX.match(text, end)
-    qualifier = QUALIFIER_BEFORE_BOX.search(before) or after
+    before = text[max(0, start - 80) : start]
+    before = _TAG.sub(" ", before) if "<" in before else before
+    tail = before.rstrip(" \t\n$*_:([\\").rsplit(None, 1)
+    word = tail[-1] if tail else ""
+    if word.lower() in _QUALIFIER_ENDS or not (word.isalpha() and word.isascii()):
+        before = _SENTENCE_BREAK.split(before)[-1]
+        qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(text, end)
+    else:  # the word before the box cannot end a qualifier ("... is $\\boxed{5}$"): only what follows is read
+        qualifier = QUALIFIER_AFTER_BOX.match(text, end)
     if qualifier is None:
         return False
     asked, word = MATH_SPAN.sub(" ", problem or ""), qualifier.group().strip(" $*_:([\\")
@@ -408,13 +427,14 @@ def extract_answer(response: str, dataset: str, problem: str | None = None) -> t
     bounds around a box answer it).
     Source "conflict": different boxed answers, a hedge, or statements of the answer in different forms (a box,
     "the final answer is", "the answer is", "####") that give different numbers; "none": no answer found."""
-    answer, source, pos = _extract(response, dataset, problem)
-    if answer is not None and source != "closing" and _contradicted(response, answer, pos):
+    lowered = response.lower()
+    answer, source, pos = _extract(response, lowered, dataset, problem)
+    if answer is not None and source != "closing" and _contradicted(response, lowered, answer, pos):
         return None, "conflict"  # "$\\boxed{5}$. The final answer is 7.", "The answer is 7.\n#### 5"
     return answer, source
 
 
-def _extract(response: str, dataset: str, problem: str | None) -> tuple[str | None, str, int]:
+def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> tuple[str | None, str, int]:
     """extract_answer without the agreement of statements, and where the answer's statement starts."""
     boxes = find_boxes(response)
     if boxes is None:
@@ -424,24 +444,22 @@ def _extract(response: str, dataset: str, problem: str | None) -> tuple[str | No
             end = boxes[-1][1]
             if _alternative_follows(response, end, answer, bare_or=True) or _offered_later(response[end:], answer):
                 return None, "conflict", 0  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
-            final = _last_match(response[end:], _FINAL_ANSWER)
+            final = _last_match(response[end:], _FINAL_ANSWER) if "final answer" in lowered[end:] else None
             stated = _span_after(response, end + final.end()) if final is not None else ""
             # A final-answer statement after the last box settles it ("... is the final answer." states nothing).
             settled = stated is None or (bool(stated.strip(" .")) and not _agree(stated, answer))
             if not settled and not _box_qualified(response, boxes[-1], problem):
                 return answer, "boxed", boxes[-1][0]
-        _, statement = _last_marker_span(response[boxes[-1][1] :], _FINAL_ANSWER)
-        if statement is None:
-            return None, "conflict", 0
-        return statement, "final_answer", boxes[-1][1] + _last_match(response[boxes[-1][1] :], _FINAL_ANSWER).start()
+        _, statement, start = _last_statement(response[boxes[-1][1] :], _FINAL_ANSWER)
+        return (statement, "final_answer", boxes[-1][1] + start) if statement is not None else (None, "conflict", 0)
     if BOX_START.search(response):
         return None, "none", 0  # a \boxed{ that never closes: cut off in the answer
     for marker, source in ((_FINAL_ANSWER, "final_answer"), (_ANSWER_IS, "answer_is"), (_HASH_ANSWER, "hash")):
-        found, span = _last_marker_span(response, marker)
+        found, span, start = _last_statement(response, marker)
         if found == "hedge":
             return None, "conflict", 0  # "The answer is 7, or maybe it is 5."
         if span is not None:
-            return span, source, _last_match(response, marker).start()
+            return span, source, start
     if dataset == "math" and (answer := _closing_answer(response)) is not None:
         return answer, "closing", len(response)  # GSM8K asks for a marked answer: no guessing from its prose
     return None, "none", 0
@@ -454,31 +472,40 @@ def _last_match(text: str, marker: re.Pattern[str]) -> re.Match[str] | None:
     return last
 
 
-def _contradicted(response: str, answer: str, pos: int) -> bool:
+_STATEMENT_KINDS = ((_FINAL_ANSWER, "final answer"), (_ANSWER_IS, "answer"), (_HASH_ANSWER, "####"), (BOX_START, "\\"))
+
+
+def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
     """Whether the last statement of another kind (a box, "the final answer is", "the answer is", "####") gives
     another number than the answer, or hedges, unless a retraction stands between it and the answer's statement
     ("The answer is 8. Wait, I miscounted ... \\boxed{7}" is a revision, C3). Only numbers are compared: two
     spellings of one expression are not told apart here."""
-    value = _plain_value(answer)
-    if value is None:
-        return False
-    for marker in (_FINAL_ANSWER, _ANSWER_IS, _HASH_ANSWER, BOX_START):
+    value = None
+    for marker, key in _STATEMENT_KINDS:
+        if key not in lowered:
+            continue  # most responses state their answer once: a substring test spares the regex
         other = _last_match(response, marker)
         if other is None or other.start() <= pos < other.end() or abs(other.start() - pos) < 2:
             continue
-        if other.start() < pos and _retracts(response[other.end() : pos]):
-            continue
-        if marker is BOX_START and other.start() < pos and _FINAL_ANSWER.match(response, pos):
-            continue  # a final-answer statement after the boxes settles them
+        if other.end() <= pos and not response[other.end() : pos].strip(" \t$*:([\\"):
+            continue  # the marker of the answer's own statement ("The answer is $\\boxed{5}$")
+        if marker is BOX_START and pos <= other.start() < pos + len(answer) + 40:
+            continue  # the box of the answer's own statement
+        if other.start() < pos and (_retracts(response[other.end() : pos]) or (
+            marker is BOX_START and _FINAL_ANSWER.match(response, pos)
+        )):  # fmt: skip
+            continue  # revised (C3), or boxes settled by a final-answer statement after them
         if marker is BOX_START:
             close = matching_brace(response, other.end()) if response.startswith("{", other.end()) else None
-            stated = response[other.end() + 1 : close] if close is not None else None
-            if stated is None or pos <= other.start() < pos + len(answer) + 40:
-                continue  # unclosed, or the box of the answer's own statement ("The answer is $\\boxed{5}$")
+            if close is None:
+                continue
+            stated: str | None = response[other.end() + 1 : close]
         else:
             stated = _span_after(response, other.end())
-            if stated is None:
-                return True  # "\\boxed{5}. The final answer is 5 or maybe 7."
+        if value is None and (value := _plain_value(answer)) is None:
+            return False
+        if stated is None:
+            return True  # "\\boxed{5}. The final answer is 5 or maybe 7."
         stated_value = _plain_value(BOX_START.sub("", stated))
         if stated_value is not None and stated_value != value:
             return True
@@ -495,7 +522,7 @@ def _agree(stated: str | None, answer: str) -> bool:
 
 def _plain_value(text: str) -> object | None:
     """The number a statement gives ("18", "\\$18.00", "Janet makes $18 a day"), else None."""
-    number = as_number(clean(text)) or gsm8k_number(text)
+    number = as_number(clean(text)) or (gsm8k_number(text) if re.search(r"\d", text) else None)
     return number.value if number is not None else None
 
 

@@ -562,7 +562,8 @@ CASES: list[Case] = [
         ("So the answer is $\\boxed{5}$.\n\nLet me verify: 2 + 3 = 5. This could also be checked by counting.", True,
          "a check after the box offers no other value"),
         ("The answer is 8. Wait, that is wrong: 3 + 2 = 5. So $\\boxed{5}$.", True, "a revision before the box"),
-        ("$\\boxed{4}$ is wrong, it must be 5.\nThe final answer is 5.", True, "a final statement after the box settles it"),
+        ("$\\boxed{4}$ is wrong, it must be 5.\nThe final answer is 5.", True,
+         "a final statement after the box settles it"),
     ], dataset="gsm8k"),
     *_cases("equation", "How many apples does Tom have?", "5", [
         ("The answer is 7 = 5.", False, "a false equation in prose"),

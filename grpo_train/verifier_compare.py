@@ -80,6 +80,21 @@ def _qualified(answer: str, gold: str) -> bool:
     return RELATION.search(answer) is not None or answer_words.lstrip(" {").startswith("~")  # "\\geq 5", "~5"
 
 
+_DEGREE = re.compile(r"\\circ|°|\\degree")
+_RADIAN = re.compile(r"\brad(?:ian)?s?\b", re.IGNORECASE)
+
+
+def _other_angle_unit(answer: str, gold: str) -> bool:
+    """Radians for a gold in degrees ("30 radians" is not 30°), degrees for a gold holding pi ("\\pi^\\circ" is
+    not pi): the unit is dropped before the numbers are compared, so it is read here."""
+    if "\\" not in answer + gold and "°" not in answer + gold and "rad" not in answer.lower():
+        return False
+    in_degrees = _DEGREE.search(gold) is not None
+    return (in_degrees and _RADIAN.search(answer) is not None) or (
+        "\\pi" in gold and not in_degrees and _DEGREE.search(answer) is not None
+    )
+
+
 def _words(latex: str) -> str:
     """The answer's words as printed: text groups unwrapped ("\\text{mo}\\text{re than }5" and "\\text{abo}ut 5" are
     "more than 5" and "about 5"), spacing and size commands as spaces, and braces of groups dropped."""
@@ -94,7 +109,7 @@ _LAYOUT = re.compile(r"\\[,;:! ]|\\q?quad\b|\\(?:tiny|small|large|Large|normalsi
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
-    if _qualified(answer, gold):
+    if _qualified(answer, gold) or _other_angle_unit(answer, gold):
         return False
     answer_clean, gold_clean = clean(answer), clean(gold)
     if (answer_number := as_number(answer_clean)) and (gold_number := as_number(gold_clean)):

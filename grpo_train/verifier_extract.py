@@ -407,9 +407,9 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     start, end, _ = box
     before = text[max(0, start - 80) : start]
     before = _TAG.sub(" ", before) if "<" in before else before
-    tail = before.rstrip(" \t\n$*_:([\\").rsplit(None, 1)
-    word = tail[-1] if tail else ""
-    if word.lower() in _QUALIFIER_ENDS or not (word.isalpha() and word.isascii()):
+    words = before.rstrip(" \t\n$*_:([\\").rsplit(None, 4)[-4:]  # a qualifier ends within the last words
+    tokens = [w.lower().strip(",;:.!?*-–—") for w in words]
+    if any(t in _QUALIFIER_ENDS or (t and not (t.isalpha() and t.isascii())) for t in tokens):
         before = _SENTENCE_BREAK.split(before)[-1]
         qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(text, end)
     else:  # the word before the box cannot end a qualifier ("... is $\\boxed{5}$"): only what follows is read
@@ -417,9 +417,9 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     if qualifier is None:
         return False
     asked, word = MATH_SPAN.sub(" ", problem or ""), qualifier.group().strip(" $*_:([\\")
-    if _EXTREME_BOUND.fullmatch(word) and (problem is None or _ASKS_EXTREME.search(asked)):
+    if _EXTREME_BOUND.match(word) and (problem is None or _ASKS_EXTREME.search(asked)):
         return False
-    return not (_APPROXIMATION.fullmatch(word) and (problem is None or _ASKS_ROUNDED.search(asked)))
+    return not (_APPROXIMATION.match(word) and (problem is None or _ASKS_ROUNDED.search(asked)))
 
 
 def extract_answer(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str]:

@@ -295,7 +295,8 @@ _BOUND_BEFORE = (
     r"|below|beyond|exceeding|upwards?\s+of|in\s+excess\s+of|(?:north|south|shy|short)\s+of|on\s+the\s+order\s+of"
     r"|of\s+(?:the\s+)?order(?:\s+of)?|in\s+the\s+(?:range|region|ballpark|neighbou?rhood|vicinity)\s+of"
     r"|except(?:\s+for)?|excluding|besides|(?:anything|everything|all)\s+but|not|any|some|between|within"
-    r"|maybe|perhaps|possibly|probably|likely|presumably|supposedly|apparently|allegedly|est(?:imated?|\.)?|guess"
+    r"|(?:maybe|perhaps|possibly|probably|likely)(?:\s+(?:it'?s|it\s+is|this\s+is|the\s+answer\s+is))?"
+    r"|presumably|supposedly|apparently|allegedly|est(?:imated?|\.)?|guess"
     r"|(?:upper|lower)\s+bound|a\s+(?:maximum|minimum)\s+of|as\s+(?:many|much|few|little)\s+as|something\s+like"
     r"|somewhere\s+(?:near|around|about|between)|more\s+or\s+less|give\s+or\s+take|plus\s+or\s+minus|minus"
     r"|negative|(?:a\s+)?(?:multiple|factor|divisor)\s+of|divisible\s+by"
@@ -311,6 +312,7 @@ _BOUND_AFTER = (
     r"|plus(?=[\s.,;)}]*$)|plus\s+change|if\s+lucky|probably|likely|maybe|perhaps|possibly|I\s+(?:think|guess|believe)"
     r"|about|around|\?"
     r"|(?:is\s+|was\s+)?(?:wrong|incorrect|not\s+(?:right|correct|the\s+answer))|左右|以上|以下"
+    r"|(?:I'?m\s+|I\s+am\s+)?not\s+(?:certain|confident|100%\s+sure)|uncertain"
 )
 QUALIFIER = re.compile(
     rf"(?<![a-z])(?:{_BOUND_BEFORE})(?![a-z])[\s$:~]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
@@ -333,11 +335,11 @@ RELATION = re.compile(
 # "$\\boxed{5}$ is wrong".
 QUALIFIER_BEFORE_BOX = re.compile(
     rf"(?:(?<![a-z])(?:{_BOUND_BEFORE}|never|cannot)(?![a-z])|n't|(?<![\w\\])~|{RELATION.pattern})"
-    r"[\s$*_:(\[]*(?:\\[(\[])?[\s$]*$",
+    r"(?:[\s$*_:(\[,;–—-]|\b(?:or\s+)?(?:equal\s+to|equals?|well)\b)*(?:\\[(\[])?[\s$]*$",
     re.IGNORECASE,
 )
 QUALIFIER_AFTER_BOX = re.compile(
-    rf"[\s$*_]*(?:[(\[,;:–—-]\s*)?(?:{_BOUND_AFTER})(?![a-z])|\s*(?:\^\s*\{{?\s*[-+]|[-+±∓](?![a-zA-Z]{{2}})|\\(?:pm|mp)(?![a-z]))"
+    rf"[\s$*_]*(?:[(\[,;:–—-]\s*)?(?:(?:but|and|though|although|yet)\s+)?(?:{_BOUND_AFTER})(?![a-z])|\s*(?:\^\s*\{{?\s*[-+]|[-+±∓](?![a-zA-Z]{{2}})|\\(?:pm|mp)(?![a-z]))"
     r"|[\s$*_]*(?:±|∓|\+\s*/\s*-|\\(?:pm|mp)(?![a-z]))"
     r"|[\s$*_]*\?",
     re.IGNORECASE,

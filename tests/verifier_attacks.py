@@ -523,7 +523,22 @@ CASES: list[Case] = [
         ("So Tom has $\\boxed{5}$ apples left over.", True, "words after the box that are not a qualifier"),
         ("The answer is $\\boxed{5}$ (since 2 + 3 = 5).", True, "a check in brackets after the box"),
         ("Hence $f(3) = \\boxed{5}$.", True, "a name and = before the box"),
+        ("The answer is approximately equal to $\\boxed{5}$.", False, "an approximation, 'equal to' between"),
+        ("The answer is at least, well, $\\boxed{5}$.", False, "a bound, a filler word between"),
+        ("Maybe it's $\\boxed{5}$.", False, "a hedge before the box"),
+        ("I think it is $\\boxed{5}$ but not sure.", False, "doubt after the box"),
+        ("$\\boxed{5}$ (I'm not certain)", False, "doubt in brackets after the box"),
+        ("The number of apples above is $\\boxed{5}$.", True, "'above is' is not a bound"),
     ], dataset="gsm8k"),
+    *_cases("qualifier", "Convert $\\frac{\\pi}{6}$ radians to degrees.", "30^\\circ", [
+        (_box("30 \\text{ radians}"), False, "radians for a gold in degrees"),
+        (_box("30^\\circ"), True, "degrees"),
+        (_box("30"), True, "the number of degrees"),
+    ]),
+    *_cases("qualifier", "Convert $30^\\circ$ to radians.", "\\frac{\\pi}{6}", [
+        (_box("\\frac{\\pi}{6}^\\circ"), False, "degrees for a gold in radians"),
+        (_box("\\frac{\\pi}{6}"), True, "radians"),
+    ]),
     *_cases("qualifier", "What is the greatest number of pencils Zach could have left over?", "2", [
         ("Therefore, Zach can have at most $\\boxed{2}$ pencils left over.", True,
          "a bound that is what the problem asks for (the greatest value)"),

@@ -444,8 +444,9 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
             end = boxes[-1][1]
             if _alternative_follows(response, end, answer, bare_or=True) or _offered_later(response[end:], answer):
                 return None, "conflict", 0  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
-            final = _last_match(response[end:], _FINAL_ANSWER) if "final answer" in lowered[end:] else None
-            stated = _span_after(response, end + final.end()) if final is not None else ""
+            after = response[end:]
+            final = _last_match(after, _FINAL_ANSWER) if "final answer" in lowered[end:] else None
+            stated = _span_after(after, final.end()) if final is not None and _states(after, final) else ""
             # A final-answer statement after the last box settles it ("... is the final answer." states nothing).
             settled = stated is None or (bool(stated.strip(" .")) and not _agree(stated, answer))
             if not settled and not _box_qualified(response, boxes[-1], problem):
@@ -472,6 +473,8 @@ def _last_match(text: str, marker: re.Pattern[str]) -> re.Match[str] | None:
     return last
 
 
+_STATED = re.compile(r"\bis\b|:", re.IGNORECASE)  # "the final answer is", "Final answer:"
+_VALUE_START = re.compile(r"[\\$]|[-+]?\.?\d")
 _STATEMENT_KINDS = ((_FINAL_ANSWER, "final answer"), (_ANSWER_IS, "answer"), (_HASH_ANSWER, "####"), (BOX_START, "\\"))
 
 
@@ -500,8 +503,16 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
             if close is None:
                 continue
             stated: str | None = response[other.end() + 1 : close]
+        elif marker is _HASH_ANSWER:  # GSM8K's "#### N" is a line holding a number, not a markdown heading
+            stated = response[other.end() :].split("\n", 1)[0]
+            if as_number(clean(stated)) is None:
+                continue
         else:
+            if marker is _FINAL_ANSWER and not _states(response, other):
+                continue  # "Before giving the final answer, we check 3 cases." states nothing
             stated = _span_after(response, other.end())
+            if stated is not None and NEGATION.match(stated.lstrip()):
+                continue  # "The answer is not 9, since ..." rules a value out
         if value is None and (value := _plain_value(answer)) is None:
             return False
         if stated is None:
@@ -510,6 +521,11 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
         if stated_value is not None and stated_value != value:
             return True
     return False
+
+
+def _states(text: str, marker: re.Match[str]) -> bool:
+    """Whether a "final answer" marker states one: "the final answer is", "Final answer:", or a value right after."""
+    return _STATED.search(marker.group()) is not None or _VALUE_START.match(text, marker.end()) is not None
 
 
 def _agree(stated: str | None, answer: str) -> bool:

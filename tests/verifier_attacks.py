@@ -723,6 +723,15 @@ CASES: list[Case] = [
              "a display box under a markdown heading"),
             ("Find the probability.", "The probability is $\\boxed{0.5}$, or $\\frac{1}{2}$.", "\\frac12", "math",
              "the same value restated is not a hedge"),
+            ("How much does she make?", "#### Step 1\n16 - 3 - 4 = 9 eggs.\n#### Step 2\n9 * 2 = 18.\n\nThe answer is "
+             "$\\boxed{18}$.", "18", "gsm8k", "markdown headings are not GSM8K's #### N"),
+            ("How much does she make?", "Before giving the final answer, we check 3 cases.\nSo $\\boxed{18}$.", "18",
+             "gsm8k", "'the final answer' in passing states nothing"),
+            ("How much does she make?", "The answer is not 9, since that counts eggs.\nSo $\\boxed{18}$.", "18",
+             "gsm8k", "a value ruled out is not a statement of the answer"),
+            ("Find all $p$.", "The intersection of the solutions above is $\\boxed{\\left(\\frac{3}{5},"
+             "\\frac{8}{3}\\right]}$.", "\\left(\\frac{3}{5},\\frac{8}{3}\\right]", "math",
+             "'above is' before a box is not a bound"),
         ]
     ],
 ]

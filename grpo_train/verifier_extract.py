@@ -288,7 +288,11 @@ def _after_last_is(sentence: str) -> str:
     # equation rule to judge; its last right side alone would hide a false left side.
     word = _LAST_IS_WORD.match(masked)
     start = word.end() if word is not None else 0
-    return sentence[_left_side_start(masked, start, masked.index("=", start)) :].strip()
+    equals = masked.index("=", start)
+    bracket = masked.rfind("(", start, equals)
+    if bracket > start and masked[start:bracket].strip() and ")" not in masked[bracket:equals]:
+        return sentence[start:bracket].strip()  # "18 (6 × 3 = 18)": the work in brackets checks the value before it
+    return sentence[_left_side_start(masked, start, equals) :].strip()
 
 
 def _left_side_start(text: str, start: int, equals: int) -> int:

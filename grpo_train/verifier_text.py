@@ -57,7 +57,11 @@ _COLOUR_NAMES = (
     " silver tan turquoise salmon coral tomato chocolate sienna seagreen skyblue steelblue cornflowerblue"
     " dodgerblue deepskyblue limegreen springgreen olivegreen junglegreen emerald cerulean ceruleanblue"
     " processblue periwinkle cadetblue rubinered rhodamine mulberry wildstrawberry bittersweet burntorange"
-    " goldenrod dandelion yelloworange redorange raspberry"
+    " goldenrod dandelion yelloworange redorange raspberry navyblue bluegreen aquamarine carnationpink darkorchid"
+    " greenyellow pinegreen rawsienna royalpurple sepia tealblue violetred yellowgreen darkcyan darkmagenta"
+    " darkslateblue darkslategray darkslategrey darkolivegreen darkgoldenrod darkkhaki darksalmon darkseagreen"
+    " darkturquoise deeppink hotpink indianred mediumblue mediumpurple mediumseagreen mediumvioletred olivedrab"
+    " rebeccapurple slateblue slategray slategrey saddlebrown seagreen lightseagreen brightblue"
 )
 _VISIBLE_COLOURS = frozenset(_COLOUR_NAMES.split())
 _MIN_COLOUR = 0.2  # the least share of colour (against white) that still prints

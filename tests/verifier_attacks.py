@@ -725,6 +725,10 @@ CASES: list[Case] = [
              "the same value restated is not a hedge"),
             ("How much does she make?", "#### Step 1\n16 - 3 - 4 = 9 eggs.\n#### Step 2\n9 * 2 = 18.\n\nThe answer is "
              "$\\boxed{18}$.", "18", "gsm8k", "markdown headings are not GSM8K's #### N"),
+            ("How much does she make?", "The answer is 18 (6 × 3 = 18).", "18", "gsm8k",
+             "work in brackets after the value"),
+            ("How much does she make?", "The answer is $\\boxed{\\color{NavyBlue}{18}}$.", "18", "gsm8k",
+             "a dvipsnames colour"),
             ("How much does she make?", "Before giving the final answer, we check 3 cases.\nSo $\\boxed{18}$.", "18",
              "gsm8k", "'the final answer' in passing states nothing"),
             ("How much does she make?", "The answer is not 9, since that counts eggs.\nSo $\\boxed{18}$.", "18",

@@ -88,6 +88,10 @@ _ASKS_EXTREME = re.compile(
 )
 _APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
 _ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
+_RULED_OUT = re.compile(
+    r"\b(?:not|never|cannot|extraneous|reject\w*|ruled?\s+out|discard\w*|invalid|impossible|violat\w*|would)\b|n't\b",
+    re.IGNORECASE,
+)
 _ANY_VALUE = re.compile(r"\d|\$")
 _INTERJECTION = re.compile(r"^[\s*_>]*(?:(?:hmm+|hm+|oh|ah|uh|well|no|so|but)\b[\s,.!]*)*", re.I)
 _ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
@@ -358,12 +362,13 @@ def _offered_later(rest: str, answer: str) -> bool:
             # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
             # check: 12 - 3 = 9.")
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
-        for offer in _OFFERED.finditer(sentence):
-            if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
-                values.append(next(g for g in value.groups() if g is not None))
-        for value in _FIRST_VALUE.finditer(sentence):
-            if _OFFERED_AFTER.match(sentence, value.end()):
-                values.append(next(g for g in value.groups() if g is not None))
+        if not _RULED_OUT.search(sentence):  # "The other solution is 3, which is extraneous.": not offered
+            for offer in _OFFERED.finditer(sentence):
+                if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
+                    values.append(next(g for g in value.groups() if g is not None))
+            for value in _FIRST_VALUE.finditer(sentence):
+                if _OFFERED_AFTER.match(sentence, value.end()):
+                    values.append(next(g for g in value.groups() if g is not None))
         if any(not _same_answer(v.strip(), answer) for v in values):
             return True
     return False

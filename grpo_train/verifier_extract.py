@@ -82,7 +82,9 @@ _JOINED_VALUE = re.compile(
     r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;|\|)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
 )
 # A bound or an approximation that is what the problem asks for: the greatest or least value, a rounded one.
-_EXTREME_BOUND = re.compile(r"(?:at\s+(?:most|least)|no\s+(?:more|fewer|less)\s+than|maximum|minimum)", re.I)
+_EXTREME_BOUND = re.compile(
+    r"(?:at\s+(?:most|least)|no\s+(?:more|fewer|less)\s+than|max(?:imum)?|min(?:imum)?|or\s+(?:more|fewer|less))", re.I
+)
 _ASKS_EXTREME = re.compile(
     r"\b(?:greatest|largest|biggest|maxim\w*|most|least|smallest|fewest|minim\w*|max|min)\b", re.IGNORECASE
 )

@@ -95,9 +95,9 @@ evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as un
 
 A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =" or
 "a^", a division by zero, boxes that disagree, side by side or not, a placeholder such as "N/A", "N.A.", "None",
-"nan", "?", "error", "xxx", "{answer}", "no answer", a GSM8K gold that is not a number) gives status "error" naming
-it, for every response; a MATH gold Math-Verify cannot parse does so for every response whose answer needs it parsed
-(parsing every gold up front would cost more than the comparisons).
+"nan", "?", "error", "xxx", "{answer}", "no answer", "not applicable", "—", a GSM8K gold that is not a number) gives
+status "error" naming it, for every response; a MATH gold Math-Verify cannot parse does so for every response whose
+answer needs it parsed (parsing every gold up front would cost more than the comparisons).
 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer
@@ -132,7 +132,8 @@ __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_corre
 DATASETS = ("gsm8k", "math")
 _STRUCTURE = re.compile(r"\\(?:[dtc]?frac|sqrt|text\w*|math\w*|left|right|boxed|fbox|begin|end|cdot|times|div)\b")
 _PLACEHOLDER = re.compile(
-    r"[(\[<{]*\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\[lcv]?dots|error|invalid|x{2,}"
+    r"[(\[<{]*\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|[-–—]+|\.\.\.|\\[lcv]?dots|error|invalid|x{2,}"
+    r"|not\s+(?:applicable|available|given|known)|unanswerable"
     r"|(?:your\s+|final\s+|the\s+|no\s+)?(?:answer|ans|gold|result)(?:\s+here)?|placeholder|missing|blank|empty)"
     r"\s*[)\]>}]*\.?",
     re.IGNORECASE,

@@ -135,6 +135,8 @@ THIRD_PASS: list[Case] = [
             ("\\boxed{5}}", _box("5"), "an unbalanced raw gold"),
             ("error", _box("error"), "a placeholder"),
             ("{answer}", _box("{answer}"), "a template placeholder"),
+            ("Not applicable", _box("Not applicable"), "a placeholder in words"),
+            ("—", _box("—"), "a dash as a placeholder"),
         ]
     ],
     *[

@@ -294,7 +294,12 @@ NUMBER_TOKEN = re.compile(
 # Before the number, or after it (also after a comma or in parentheses: "5, roughly", "5 (approx.)"); "min"
 # after a number is minutes, so only "minimum" counts there.
 _BOUND_BEFORE = (
-    r"(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:least|most|minimum|maximum)"
+    r"(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:a\s+)?(?:least|most|minimum|maximum)"
+    r"|pretty\s+much|ballpark|guesstimated?|(?:most|very|quite)\s+likely"
+    # an adverb right before the number ("basically 5", "virtually 5"), but not one that keeps it exact ("exactly 5",
+    # "only 5"); lowercase, so that a name ("Emily 5") is not one
+    r"|(?-i:(?!(?:exactly|precisely|only|finally|actually|really|totally|fully|early|daily|weekly|monthly|yearly"
+    r"|hourly|family|supply|apply|reply|rely|july)\b)[a-z]{2,}ly)"
     r"|about|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|ca\.|close\s+to|up\s+to|over|under|above|quite"
     r"|below|beyond|exceeding|upwards?\s+of|in\s+excess\s+of|(?:north|south|shy|short)\s+of|on\s+the\s+order\s+of"
     r"|of\s+(?:the\s+)?order(?:\s+of)?|in\s+the\s+(?:range|region|ballpark|neighbou?rhood|vicinity)\s+of"
@@ -308,7 +313,7 @@ _BOUND_BEFORE = (
     r"|(?:m(?:á|a)s|menos|plus|moins)\s+de|mehr\s+als|weniger\s+als|大约|大概|约|至少|最多|超过|不到"
 )
 _BOUND_AFTER = (
-    r"or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts|over|under)"
+    r"or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts|over|under)|most\s+likely|ballpark"
     r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower|change|counting)|tops|more\s+or\s+less"
     r"|at\s+(?:the\s+)?(?:least|most|best|worst|minimum|maximum)|at\s+a\s+(?:minimum|maximum)"
     r"|approx(?:imately|imate|\.)?|rough(?:ly)?|give\s+or\s+take|plus\s+or\s+minus|rounded|est(?:imated?|imate|\.)?"
@@ -319,7 +324,7 @@ _BOUND_AFTER = (
     r"|(?:I'?m\s+|I\s+am\s+)?not\s+(?:certain|confident|100%\s+sure)|uncertain"
 )
 QUALIFIER = re.compile(
-    rf"(?<![a-z])(?:{_BOUND_BEFORE})(?![a-z])[\s$:~]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
+    rf"(?<![a-z])(?:{_BOUND_BEFORE})(?![a-z])[\s$:~,]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
     rf"|(?<=[\d}}$])[\s(,;:–—]*(?:{_BOUND_AFTER})(?![a-z])|(?<=\d)\s*\+\s*$",
     re.IGNORECASE,
 )

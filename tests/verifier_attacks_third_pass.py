@@ -41,6 +41,12 @@ THIRD_PASS: list[Case] = [
         ("I think it is $\\boxed{5}$ but not sure.", False, "doubt after the box"),
         ("$\\boxed{5}$ (I'm not certain)", False, "doubt in brackets after the box"),
         ("The number of apples above is $\\boxed{5}$.", True, "'above is' is not a bound"),
+        ("#### basically 5", False, "an adverb that loosens the number"),
+        ("The answer is pretty much 5.", False, "an approximation in words"),
+        ("The answer is at a minimum, 5.", False, "a bound, a comma between"),
+        ("The answer is 5 most likely.", False, "doubt after the number"),
+        ("The answer is: Emily has exactly 5 apples.", True, "an adverb that keeps the number exact"),
+        ("The answer is: give Holly 5 apples.", True, "a name ending in -ly is not an adverb"),
     ], dataset="gsm8k"),
     *_cases("qualifier", "Convert $\\frac{\\pi}{6}$ radians to degrees.", "30^\\circ", [
         (_box("30 \\text{ radians}"), False, "radians for a gold in degrees"),

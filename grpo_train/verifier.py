@@ -53,7 +53,8 @@ lists; a list equals the gold when each item matches a different gold item, in a
 "about 5", "5 or more", "5 (approx.)", "5 max", "5, roughly", "5 (rounded)", "\\approx 5", "\\lesssim 5", "\\not= 5",
 "any number except 5", and a few other languages: "etwa 5", "约5") is not that number, however its words are
 split over text groups ("\\text{mo}\\text{re than }5"); an approximation word anywhere in the answer ("5 apples,
-roughly") counts too.
+roughly") counts too, and so does a lowercase -ly adverb right before the number ("basically 5", "virtually 5")
+unless it keeps the number exact ("exactly 5", "only 5").
 An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle ABC, (x,
 y), "the answer": no operation or number, in digits or words, outside subscripts and arguments), an expression the
 problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5" and

@@ -60,8 +60,10 @@ _CONDITION_AFTER_BOX = re.compile(r"[\s$*_]*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{
 # A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
 _BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
 _CONDITION = re.compile(
-    r"\b(?:if|unless|when|otherwise|else|but|or|maybe|perhaps|possibly|alternativ\w*|other|another)\b", re.I
-)
+    r"\b(?:if|unless|otherwise|else|or|maybe|perhaps|possibly|alternativ\w*"
+    r"|(?:an)?other\s+(?:possible\s+)?(?:answer|value|option|solution|possibility))\b",
+    re.I,
+)  # not "when" ("(when divided by 4)") nor a bare "other" ("(the other 2 were broken)")
 # A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
 _VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|\s*[,;]\s*(?=[-+]?\.?\d)")
 # A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."

@@ -10,12 +10,21 @@ The rules below follow the labelling conventions of ../shared/data/README.md (nu
 false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
 
 Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..},
-white or transparent text and zero-width characters are dropped; \\color, bold and sizes are decoration.
+zero-width characters and content in a colour not known to print are dropped; a colour prints when it is a named
+colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% colour ("green!40"), or a value
+(rgb, RGB, HTML, hex, gray, cmyk, hsb) at least that far from white; white, pale or unknown names ("snow",
+"none"), "red!5" and "rgb(255,255,255)" hide. A printed colour, bold and sizes are decoration.
   1. `\\boxed{...}` / `\\fbox{...}` (nested braces). Boxes side by side, or with part labels between
      ("\\boxed{7} for part (a) and \\boxed{9}"), are one multi-part answer (C8). Different boxed answers are
      a hedge and score 0 (C2), unless the text between them retracts the earlier ones without a condition
      ("Wait, that is not right ... \\boxed{B}": the last counts, C3; "if that is wrong, \\boxed{B}" is a
-     hedge) or a "final answer is X" statement follows the last box. A box holding another box is a hedge.
+     hedge) or a "final answer is X" statement follows the last box (it settles them, as it settles one box
+     that disagrees with it). A box holding another box is a hedge. Words right around the box belong to it:
+     a bound, an approximation, a relation or a negation just before or after it ("at least $\\boxed{5}$",
+     "$x > \\boxed{5}$", "not $\\boxed{5}$", "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5}$?",
+     "$\\boxed{5}$ is wrong") leaves no answer, unless it is what the problem asks for: "at most" / "at least"
+     when it asks for a greatest or least value, "\\approx" / "about" when it asks to round or estimate (without
+     the problem, what it asks is not known and such a bound is allowed).
   2. "The final answer is X" / "Final Answer: X" (the last one).
   3. "The answer is X" / "Answer: X" (the last one).
   4. GSM8K's "#### N".
@@ -24,28 +33,41 @@ white or transparent text and zero-width characters are dropped; \\color, bold a
      hedge ("Wait, no, it might be 4.") leaves no answer, as for boxes.
   5. MATH only: a response that is just an answer ("$\\frac{1}{3}$"), or whose last sentence concludes
      ("Therefore, there are 12 sequences."). A response cut off mid-sentence concludes nothing.
-A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), or a different value
-right after the answer ("\\boxed{5} (or possibly 7)", "The answer is 5. Or 7."), gives no answer (C2).
+     A statement's equation stays whole ("The answer is 7 = 5.", "So 2 + 2 = 5."): its last right side alone
+     would hide a false left side; the comparison judges it.
+Statements of different kinds (a box, "the final answer is", "the answer is", "####") must give the same number
+unless a retraction comes between them ("The answer is 7. #### 5" and "\\boxed{5} #### 7" give nothing).
+A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), two values joined in it
+("$5$ / $7$", "$5$ apples or $7$ apples", "5, though 7 is also plausible"), a different value right after the
+answer ("\\boxed{5} (or possibly 7)", "\\boxed{5} / 7", "\\boxed{5} (7?)", "\\boxed{5}, otherwise 7", "\\boxed{5} ou
+7", "\\boxed{5} (7 if counting Tom)", "\\boxed{5} unless Tom ate 2", "The answer is 5. Or 7."), or a later sentence
+offering or correcting to another value ("It could also be 7.", "7 is also possible.", "7 also works.",
+"Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.") gives no answer (C2); a later check of
+the work ("Wait, let me check: 12 - 3 = 9.") does not.
 A gold value met only mid-text (a guess, an intermediate step) is never enough (C4). Format reward: the
 answer was in \\boxed{} (GSM8K: or "#### N").
 
 Comparison: one value per answer. "x = 1 or x = 2", "\\{1, 2\\}", "3 \\pm 2" and "x = 5 \\quad x = 7" are
 lists; a list equals the gold when each item matches a different gold item, in any order ("a_37 = 19, a_3
 = 2" answers "a_3 = 2, a_37 = 19"). A number that is bounded, approximated or excluded ("more than 5",
-"about 5", "5 or more", "5 (approx.)", "5 max", "\\approx 5", "any number except 5") is not that number.
-An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle
-ABC, (x, y), "the answer": no operation or number outside subscripts and arguments), an expression the
-problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5"
-is not 5, "x + y = 0" is not 0. An equation written as the problem writes one of its givens ("a + b + c +
-d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
-its letter, not by an equation ("z = c" for (C)). Plain numbers (thousands separators, `$`, `.0`, units,
-percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are
-compared exactly as fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28%
-(C6). Everything else goes to Math-Verify (LaTeX -> SymPy: sets, intervals, matrices, equations) after
-decimals are rewritten as exact fractions, and an equality it finds is confirmed exactly: Math-Verify
-compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer is a number with at most words around it
-("18 eggs", "I have 18"): an operation, a command or a variable beside it ("\\sqrt{5}", "5!", "5x", "-(5)",
-"5?") makes it another value.
+"about 5", "5 or more", "5 (approx.)", "5 max", "5, roughly", "5 (rounded)", "\\approx 5", "\\lesssim 5", "\\not= 5",
+"any number except 5", and a few other languages: "etwa 5", "约5") is not that number, however its words are
+split over text groups ("\\text{mo}\\text{re than }5"); an approximation word anywhere in the answer ("5 apples,
+roughly") counts too, and so does a lowercase -ly adverb right before the number ("basically 5", "virtually 5")
+unless it keeps the number exact ("exactly 5", "only 5").
+An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle ABC, (x,
+y), "the answer": no operation or number, in digits or words, outside subscripts and arguments), an expression the
+problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5" and
+"\\text{seven} = 5" are not 5, "x + y = 0" is not 0. An equation written as the problem writes one of its givens ("a
++ b + c + d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
+its letter, not by an equation ("z = c" for (C)). Plain numbers (thousands separators, `$`, `.0`, units, percent,
+degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
+fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6); a multiplier word or
+suffix makes another number ("5 million", "5k"). Everything else goes to Math-Verify (LaTeX -> SymPy: sets,
+intervals, matrices, equations) after decimals are rewritten as exact fractions, and an equality it finds is
+confirmed exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer is a number with at
+most words around it ("18 eggs", "I have 18"): an operation, a command or a variable beside it ("\\sqrt{5}", "5!",
+"5x", "-(5)", "5?") makes it another value.
 
 The answer-form rule (C5 generalised: an echo is wrong even when the values are equal). A final answer
 has carried out every operation the gold has carried out; an answer still holding one is the question's
@@ -57,7 +79,10 @@ given (training and evaluation always give it):
   - otherwise the answer may not show an operation left undone that the gold does not show: a sum with
     like terms or a zero term, a product of two numbers or by 1, a fraction not in lowest terms, a power
     or function of numbers with an exact value, a radical with a square factor, of a fraction or in a
-    denominator ("242^{1/2}" does not answer 11\\sqrt{2}; "\\frac{\\sqrt{2}}{2}" answers "\\frac{1}{\\sqrt2}");
+    denominator ("242^{1/2}" does not answer 11\\sqrt{2}; "\\frac{\\sqrt{2}}{2}" answers "\\frac{1}{\\sqrt2}"), and
+    any function the gold does not write, by family (trigonometric; log, ln and exp; gcd; lcm; min; max; floor;
+    ceil; det; binomial; each \\operatorname): the parser or SymPy evaluates some of them away ("\\gcd(X, X)",
+    "\\max(X, X)", "\\log_{10} 10^{X}", "X\\sin^2 t + X\\cos^2 t" do not answer X);
   - what the problem asks for is the form: asked for a decimal, a fraction is not final; asked for a
     fraction, a repeating decimal is not; asked to factor, a sum (or a product of fewer factors than the
     gold's) is not; asked to expand, a product of sums is not;
@@ -69,20 +94,22 @@ binomials and fractions of literals), so it holds for every spelling of the same
 problem only the chain echo applies ("X = ... = \\boxed{X}"). Its limit: an operation SymPy does not
 evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as undone.
 
-A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}" or "y
-=", boxes that disagree, a placeholder such as "N/A", "N.A.", "None", "nan", "?", a GSM8K gold that is not a
-number) gives status "error" naming it, for every response; a MATH gold Math-Verify cannot parse does so for
-every response whose answer needs it parsed (parsing every gold up front would cost more than the
-comparisons).
+A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =" or
+"a^", a division by zero, boxes that disagree, side by side or not, a placeholder such as "N/A", "N.A.", "None",
+"nan", "?", "error", "xxx", "{answer}", "no answer", "not applicable", "—", a GSM8K gold that is not a number) gives
+status "error" naming it, for every response; a MATH gold Math-Verify cannot parse does so for every response whose
+answer needs it parsed (parsing every gold up front would cost more than the comparisons).
 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer
-than 400 characters, brackets nested deeper than 8, a sum/product/integral/limit/gamma, a literal of 40+
-digits, a factorial or binomial of anything but a small literal, an exponent holding a factorial, a power
-or a binomial or whose integers multiply to more than 10^4, a bracketed base raised to more than 24,
-powers of powers beyond 10^4, more than 3 functions or a function of a function:
+than 400 characters or 100 numbers and letters, brackets nested deeper than 8, a sum/product/integral/limit/
+gamma, a literal of 40+ digits, a factorial or binomial of anything but a small literal, an exponent holding a
+factorial, a power, a binomial or a decimal of 4+ places or whose integers multiply to more than 10^4, a
+bracketed base raised to more than 12 or a bracketed sum expanding past 100 terms, a literal's power past
+20000 digits, a function raised past 6, a root of index past 100, powers of powers beyond 10^4, more than 3
+functions or a function of a function:
 "(99!)!", "9^{99!}", "10^{999 \\cdot 999 \\cdot 999}", "\\binom{10^{99}}{10^{98}}", "(x+1)^{100}",
-"\\tan(\\tan(\\tan(x+1)+1)+1)". Every regex
+"\\tan(\\tan(\\tan(x+1)+1)+1)", "2^{0.5000000000001}", "(a+b+c+d+e)^{20}", "1.0000001^{10000}". Every regex
 is linear on a 1 MB response. Math-Verify's own SIGALRM timeouts are off (they fail outside a main thread);
 `judge_with_timeout` sets one timer per item instead, and the pool kills a worker that overruns anyway (C
 code ignores signals): the timer is a last resort, not the bound.
@@ -106,10 +133,16 @@ __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_corre
 DATASETS = ("gsm8k", "math")
 _STRUCTURE = re.compile(r"\\(?:[dtc]?frac|sqrt|text\w*|math\w*|left|right|boxed|fbox|begin|end|cdot|times|div)\b")
 _PLACEHOLDER = re.compile(
-    r"[(\[<]?\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|-+|\.\.\.|\\[lcv]?dots)\s*[)\]>]?", re.IGNORECASE
+    r"[(\[<{]*\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|[-–—]+|\.\.\.|\\[lcv]?dots|error|invalid|x{2,}"
+    r"|not\s+(?:applicable|available|given|known)|unanswerable"
+    r"|(?:your\s+|final\s+|the\s+|no\s+)?(?:answer|ans|gold|result)(?:\s+here)?|placeholder|missing|blank|empty)"
+    r"\s*[)\]>}]*\.?",
+    re.IGNORECASE,
 )
 # Golds with a part missing: "\\frac{}{3}", "\\sqrt{}", "x^{}", "x =", "= 5".
-_EMPTY_ARGUMENT = re.compile(r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*\{\s*\}")
+_EMPTY_ARGUMENT = re.compile(r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*(?:\{\s*\}|$)")
+# A gold that divides by zero: "\\frac{1}{0}", "0/0".
+_BY_ZERO = re.compile(r"\\[dt]?frac\s*(?:\{[^{}]*\}|\w)\s*(?:\{\s*0\s*\}|0(?!\d))|/\s*0(?![\d.])")
 _EMPTY_SIDE = re.compile(r"^\s*=|(?<![<>!\\])=\s*$")
 
 
@@ -158,10 +191,12 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} is a placeholder, not an answer"
     if not re.search(r"[0-9A-Za-z]", _STRUCTURE.sub("", stripped)):
         return "", f"gold {gold!r} holds no value"  # "\\frac{}{}", "\\sqrt{}"
-    if _unbalanced(text):
+    if _unbalanced(text) or _unbalanced(gold):
         return "", f"gold {gold!r} has unbalanced braces or brackets"
     if _EMPTY_ARGUMENT.search(stripped) or _EMPTY_SIDE.search(stripped):
-        return "", f"gold {gold!r} has an empty part (a fraction, root or side of an equation)"
+        return "", f"gold {gold!r} has an empty part (a fraction, root, exponent or side of an equation)"
+    if _BY_ZERO.search(stripped):
+        return "", f"gold {gold!r} divides by zero"
     if dataset == "gsm8k" and as_number(clean(text)) is None and gsm8k_number(text) is None:
         return "", f"GSM8K gold {gold!r} is not a number"
     return text, None
@@ -181,7 +216,7 @@ def judge(response: str, gold: str, dataset: str, problem: str | None = None) ->
     gold_text, gold_error = _gold(gold, dataset)
     if gold_error is not None:
         return Judgement(False, False, None, "error", gold_error)  # a data bug, made visible
-    answer, source = extract_answer(visible(response), dataset)
+    answer, source = extract_answer(visible(response), dataset, problem)
     if answer is None:
         return Judgement(False, False, None, "no_answer")
     formatted = source == "boxed" or (dataset == "gsm8k" and source == "hash")

@@ -27,12 +27,14 @@ from grpo_train.verifier_form import (
     unexpanded,
 )
 from grpo_train.verifier_text import (
+    APPROXIMATE,
     ASSIGNMENT,
     CHOICE,
     EQUALS,
     MATH_SPAN,
     MULTIPLIER,
     QUALIFIER,
+    RELATION,
     TEXT_WRAP,
     PlainNumber,
     as_number,
@@ -49,9 +51,6 @@ from grpo_train.verifier_text import (
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
 
-_RELATION = re.compile(
-    r"\\(?:approx|sim|simeq|neq|ne|geq?|leq?|geqslant|leqslant|gtrsim|lesssim|gt|lt)(?![a-zA-Z])|[<>≈≥≤≠]"
-)
 _ALTERNATIVES = re.compile(r"\bor\b|\\(?:lor|vee)(?![a-zA-Z])")
 _SEPARATOR = re.compile(r"\\[{}]|[()\[\]{}]|[,;]|\bor\b|\band\b")
 _DECIMAL = re.compile(r"(?<![\d.])(\d*)\.(\d+)(?![\d.])")
@@ -69,15 +68,48 @@ class UnreadableGold(ValueError):
 
 def _qualified(answer: str, gold: str) -> bool:
     """Whether the answer bounds, approximates or excludes a value where the gold states one."""
-    answer_words, gold_words = (TEXT_WRAP.sub(r" \1 ", x) for x in (answer, gold))
-    if QUALIFIER.search(answer_words) and not QUALIFIER.search(gold_words):
+    if _PLAIN.fullmatch(answer):
+        return False  # most answers: a plain number qualifies nothing
+    answer_words = _words(answer)
+    if (QUALIFIER.search(answer_words) or APPROXIMATE.search(answer_words)) and not (
+        QUALIFIER.search(gold_words := _words(gold)) or APPROXIMATE.search(gold_words)
+    ):
         return True
-    return _RELATION.search(answer) is not None and as_number(clean(gold)) is not None
+    if as_number(clean(gold)) is None:
+        return False
+    return RELATION.search(answer) is not None or answer_words.lstrip(" {").startswith("~")  # "\\geq 5", "~5"
+
+
+_DEGREE = re.compile(r"\\circ|°|\\degree")
+_RADIAN = re.compile(r"\brad(?:ian)?s?\b", re.IGNORECASE)
+
+
+def _other_angle_unit(answer: str, gold: str) -> bool:
+    """Radians for a gold in degrees ("30 radians" is not 30°), degrees for a gold holding pi ("\\pi^\\circ" is
+    not pi): the unit is dropped before the numbers are compared, so it is read here."""
+    if "\\" not in answer + gold and "°" not in answer + gold and "rad" not in answer.lower():
+        return False
+    in_degrees = _DEGREE.search(gold) is not None
+    return (in_degrees and _RADIAN.search(answer) is not None) or (
+        "\\pi" in gold and not in_degrees and _DEGREE.search(answer) is not None
+    )
+
+
+def _words(latex: str) -> str:
+    """The answer's words as printed: text groups unwrapped ("\\text{mo}\\text{re than }5" and "\\text{abo}ut 5" are
+    "more than 5" and "about 5"), spacing and size commands as spaces, and braces of groups dropped."""
+    joined = re.sub(r"(\\(?:text\w*|mathrm|mbox)\s*\{[^{}]*)\}\s*\\(?:text\w*|mathrm|mbox)\s*\{", r"\1", latex)
+    glued = TEXT_WRAP.sub(lambda m: m.group(1) if m.string[m.end() : m.end() + 1].isalpha() else f" {m[1]} ", joined)
+    return _LAYOUT.sub(" ", glued)
+
+
+_PLAIN = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*")
+_LAYOUT = re.compile(r"\\[,;:! ]|\\q?quad\b|\\(?:tiny|small|large|Large|normalsize|displaystyle)\b|(?<!\\)[{}]")
 
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
-    if _qualified(answer, gold):
+    if _qualified(answer, gold) or _other_angle_unit(answer, gold):
         return False
     answer_clean, gold_clean = clean(answer), clean(gold)
     if (answer_number := as_number(answer_clean)) and (gold_number := as_number(gold_clean)):
@@ -228,7 +260,9 @@ def _equation_value(latex: str, problem: str | None) -> str:
 _SUBSCRIPT_OR_ARGUMENTS = re.compile(r"_\{[^{}]*\}|_\\?\w+|(?<=[a-zA-Z'}])\s*\([^()]*\)")
 _OPERATION = re.compile(
     r"[-+*/^<>\d]|\\(?:[dt]?frac|sqrt|cdot|times|div|pm|mp|log|ln|exp|[dt]?binom|sum|prod|int|pi|infty)(?![a-zA-Z])"
-)
+    r"|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|thousand)\b",
+    re.IGNORECASE,
+)  # a number written as a word is a number: "\\text{seven} = 5" is not 5
 
 
 def _is_name(side: str) -> bool:

@@ -24,14 +24,21 @@ MAX_SYMPY_CHARS = 400  # a longer answer is compared as text only
 MAX_DEPTH = 8  # brackets nested deeper than this are not an answer (MATH golds and boxed solutions nest at most 3)
 MAX_BRACES = 60
 MAX_EXPONENT = 10**4  # 2^10000 has 3011 digits: still cheap for SymPy
-MAX_GROUP_EXPONENT = 24  # (x + 1)^100 took 0.4-0.5 s to compare; MATH answers raise a bracket to at most 2
+MAX_GROUP_EXPONENT = 12  # (x + 1)^100 took 0.4-0.5 s, (x+1)^20 / (x-1)^20 0.4 s; MATH-500 golds raise no bracket
 MAX_FUNCTIONS = 3  # trigonometric, hyperbolic, log and exp calls in one answer (MATH golds hold at most 1)
+MAX_EXPANDED_TERMS = 100  # terms of a power of a bracketed sum once expanded: (a+b+c+d+e)^20 has 10626 (over 5 s)
+MAX_POWER_DIGITS = 20_000  # digits of a literal's power: 1.0000001^{10000} has 70000 (3 s); 2^{10000} has 3011
+MAX_FUNCTION_POWER = 6  # \sin^{99}(x) took 1.3 s to compare (MATH golds raise a function to at most 2)
+MAX_ROOT_INDEX = 100  # \sqrt[999999]{2} took 0.3 s
+MAX_OPERANDS = 100  # numbers and letters in one answer (a 390-letter product took 0.7 s; MATH golds hold under 30)
 
 # ----------------------------------------------------------------------------------------------------
 # Cost bound: refuse at once what SymPy could spend seconds or hours on
 
 _UNBOUNDED = re.compile(r"\\(?:sum|prod|int|iint|oint|lim|Gamma)(?![a-zA-Z])|\d{40,}")
-_SMALL_LITERAL = re.compile(r"[-+]?\s*(?:\d{1,3}(?:\.\d+)?|\.\d+|\d{1,3}\s*/\s*\d{1,3}|\\frac\{\d{1,3}\}\{\d{1,3}\})")
+_SMALL_LITERAL = re.compile(
+    r"[-+]?\s*(?:\d{1,3}(?:\.\d{1,3})?|\.\d{1,3}|\d{1,3}\s*/\s*\d{1,3}|\\frac\{\d{1,3}\}\{\d{1,3}\})"
+)
 _FACTORIAL_OF_BIG = re.compile(r"[)}\]!]\s*!|\d{4,}\s*!")
 _FUNCTION = re.compile(r"\\(?:arc)?(?:sin|cos|tan|cot|sec|csc)h?(?![a-zA-Z])|\\(?:log|ln|lg|exp)(?![a-zA-Z])")
 _FUNCTION_POWER = re.compile(r"^\s*(?:_\s*(?:\{[^{}]*\}|\w)\s*)?(?:\^\s*(?:\{[^{}]*\}|\w))?")  # \log_2, \sin^2
@@ -53,15 +60,56 @@ def too_big(latex: str) -> str | None:
         return "a binomial of anything but small literals"
     if len(_FUNCTION.findall(latex)) > MAX_FUNCTIONS or _nested_function(latex):
         return f"more than {MAX_FUNCTIONS} functions, or a function of a function"
+    if any(int(index) > MAX_ROOT_INDEX for index in _ROOT_INDEX.findall(latex)):
+        return f"a root of index above {MAX_ROOT_INDEX}"
+    if len(_OPERAND.findall(_COMMAND.sub(" ", latex))) > MAX_OPERANDS:
+        return f"more than {MAX_OPERANDS} numbers and letters"
     stacked, plain = 1, 1  # powers of bracketed groups multiply: ((9^9)^9)^9 is 9^729
-    for base, exponent in _exponents(latex):
+    for pos, base, exponent in _exponents(latex):
         size = abs(exact_value(exponent) or 1)
         if not _small(exponent) or (base in ")}]" and size > MAX_GROUP_EXPONENT):
             return f"the exponent {exponent[:40]!r} is not small"
+        if (why := _power_too_big(latex[:pos].rstrip(), size)) is not None:
+            return why
         stacked, plain = (stacked * size, plain) if base in ")}]" else (stacked, max(plain, size))
     if stacked * plain > MAX_EXPONENT:
         return f"powers of powers reach an exponent above {MAX_EXPONENT}"
     return None
+
+
+_ROOT_INDEX = re.compile(r"\\sqrt\s*\[\s*(\d{1,9})\s*\]")
+_OPERAND = re.compile(r"\d+(?:\.\d+)?|[a-zA-Z]")
+_COMMAND = re.compile(r"\\[a-zA-Z]+")
+_LITERAL_BASE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)$")
+
+
+def _power_too_big(before: str, size: Fraction | int) -> str | None:
+    """Why a power of what ends `before` is too big: a literal with too many digits once raised, a bracketed
+    sum with too many terms once expanded, a function raised too high; None if it is not."""
+    if (literal := _LITERAL_BASE.search(before)) and len(literal.group(1).replace(".", "")) * size > MAX_POWER_DIGITS:
+        return f"{literal.group(1)} to the {size} has more than {MAX_POWER_DIGITS} digits"
+    if _FUNCTION_END.search(before) and size > MAX_FUNCTION_POWER:
+        return f"a function raised to {size}"
+    terms = _bracket_terms(before) if before.endswith(")") else 1
+    if terms > 1 and math.comb(int(size) + terms - 1, terms - 1) > MAX_EXPANDED_TERMS:
+        return f"a sum of {terms} terms to the {size} expands past {MAX_EXPANDED_TERMS} terms"
+    return None
+
+
+_FUNCTION_END = re.compile(_FUNCTION.pattern.replace("(?![a-zA-Z])", "$"))
+
+
+def _bracket_terms(before: str) -> int:
+    """How many terms the bracketed sum that ends `before` shows at its top level."""
+    depth, terms = 0, 1
+    for pos in range(len(before) - 1, -1, -1):
+        ch = before[pos]
+        depth += (ch in ")]}") - (ch in "([{")
+        if depth == 0:
+            return terms
+        if depth == 1 and ch in "+-" and before[:pos].rstrip()[-1:] not in ("(", "^", "_", "{", "[", ""):
+            terms += 1
+    return terms
 
 
 def _nested_function(latex: str) -> bool:
@@ -101,16 +149,17 @@ def _depth(latex: str) -> int:
     return deepest
 
 
-def _exponents(latex: str) -> list[tuple[str, str]]:
-    """(the character before it, the text) of every exponent: `^{...}` (balanced), `^\\cmd` or `^x`."""
+def _exponents(latex: str) -> list[tuple[int, str, str]]:
+    """(where its "^" is, the character before it, the text) of every exponent: `^{...}` (balanced), `^\\cmd`
+    or `^x`."""
     found = []
     for match in re.finditer(r"\^\s*", latex):
         pos, base = match.end(), latex[: match.start()].rstrip()[-1:]
         if latex.startswith("{", pos):
             close = matching_brace(latex, pos, MAX_SYMPY_CHARS)
-            found.append((base, latex[pos + 1 : close] if close is not None else latex[pos:]))
+            found.append((match.start(), base, latex[pos + 1 : close] if close is not None else latex[pos:]))
         elif command := re.match(r"\\[a-zA-Z]+|.", latex[pos:]):
-            found.append((base, command.group()))
+            found.append((match.start(), base, command.group()))
     return found
 
 
@@ -119,7 +168,7 @@ def _small(exponent: str) -> bool:
     10^4 (a bound on its size without evaluating it: "999 \\cdot 999 \\cdot 999" is not small)."""
     if _SMALL_LITERAL.fullmatch(exponent.strip()):
         return True
-    if re.search(r"[!^]|\\[dt]?binom|\\choose", exponent):
+    if re.search(r"[!^]|\\[dt]?binom|\\choose|\.\d{4}", exponent):  # 2^{0.5000000000001}: a 10^13-th root
         return False
     return math.prod(int(n) for n in re.findall(r"\d{1,6}", exponent) if n.lstrip("0")) <= MAX_EXPONENT
 
@@ -130,10 +179,25 @@ def _small(exponent: str) -> bool:
 _LITERAL_FRACTION = re.compile(r"\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(?<![\d.])(\d+)\s*/\s*(\d+)(?![\d.])")
 
 
+# A function the answer writes: the parser evaluates some as it reads them (\gcd(X, X), \max(X, X), \det,
+# \binom{X}{1}) and SymPy others only when simplifying (\log_{10} 10^{X}, X\sin^2 t + X\cos^2 t): the tree may
+# not show them.
+_WRITTEN_FUNCTION = re.compile(
+    r"\\(?:operatorname\s*\{\s*(\w+)\s*\}|(?:arc)?(sin|cos|tan|cot|sec|csc)h?|(log|ln|lg|exp)"
+    r"|(gcd|lcm|min|max|det|arg|Re|Im|bmod|pmod|mod|lfloor|lceil|[dt]?binom|choose))(?![a-zA-Z])"
+)
+_FAMILY = {"sin": "trig", "cos": "trig", "tan": "trig", "cot": "trig", "sec": "trig", "csc": "trig", "ln": "log",
+           "lg": "log", "exp": "log", "dbinom": "binom", "tbinom": "binom", "choose": "binom"}  # fmt: skip
+
+
 def evaluated_by_parser(latex: str) -> set[str]:
-    """Operations the LaTeX parser carries out while parsing, so the tree cannot show them: a binomial
-    of literals, and a fraction of literals that is not in lowest terms (6/8, 10/2)."""
+    """Operations the parse tree may not show: a binomial of literals and a fraction of literals that is not
+    in lowest terms (6/8, 10/2), which the parser carries out, and every function the text writes (by family:
+    sin and cos are both trigonometric, log, ln and exp logarithmic)."""
     found = set()
+    for match in _WRITTEN_FUNCTION.finditer(latex):
+        name = next(g for g in match.groups() if g is not None)
+        found.add("function " + _FAMILY.get(name, name.lower()))
     if _SMALL_BINOMIAL.search(latex) or re.search(r"\d\s*\\choose\s*\d", latex):
         found.add("binomial")
     for match in _LITERAL_FRACTION.finditer(latex):
@@ -182,7 +246,8 @@ def _written_terms(node: Basic) -> int:
         return sum(_written_terms(term) for term in node.args)
     if isinstance(node, Mul):
         sums = [f for f in node.args if isinstance(f, Add)]
-        if len(sums) == 1 and all(f.is_Number for f in node.args if f is not sums[0]):
+        numbers = (f for f in node.args if f is not sums[0])  # 2(x+1), (x+1)/2
+        if len(sums) == 1 and all(f.is_Number or (isinstance(f, Pow) and f.base.is_Number) for f in numbers):
             return _written_terms(sums[0])
     return 1
 

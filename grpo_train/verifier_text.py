@@ -46,42 +46,101 @@ def matching_brace(text: str, open_pos: int, limit: int = MAX_BOX_CHARS) -> int 
 # What is printed
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
-# \phantom{X} prints nothing where X would be; so does anything coloured white (however the colour is
-# spelled: a name, xcolor's mixes "white!60" and "red!0" (0% red, the rest white), rgb, cmyk, hsb, gray) or
-# transparent.
-_WHITE = (
-    r"\\(?:text)?color\s*(?:\{\s*(?:(?:white|[a-z]+!0+(?:\.0*)?)(?:!\d+(?:\.\d*)?)*(?:!white)?(?![!\w])"
-    r"|transparent|(?:\\?\#)?f{3}(?:f{3})?)\s*\}"
-    r"|\[\s*rgb\s*\]\s*\{\s*(?:1|255)\s*,\s*(?:1|255)\s*,\s*(?:1|255)\s*\}"
-    r"|\[\s*cmyk\s*\]\s*\{\s*0\s*,\s*0\s*,\s*0\s*,\s*0\s*\}|\[\s*hsb\s*\]\s*\{[^,{}]*,\s*0\s*,\s*1\s*\}"
-    r"|\[\s*html\s*\]\s*\{\s*f{6}\s*\}|\[\s*gray\s*\]\s*\{\s*(?:1|15)\s*\})"
+# \phantom{X} prints nothing where X would be. A colour is decoration ("\color{red}{7}" and "{\color{red} 7}"
+# print 7) only when it is one of the named colours below, or a mix of them with at least a fifth of colour (xcolor's
+# "green!40" is 40% green, the rest white), or a value (rgb, RGB, HTML, hex, gray, cmyk, hsb) at least that far from
+# white; anything else (white, a pale or unknown name, "red!5", "rgb(255,255,255)", "transparent") hides its content.
+_COLOUR_NAMES = (
+    "black blue brown cyan darkgray darkgrey gray grey green lime magenta olive orange pink purple red teal"
+    " violet yellow navy maroon crimson indigo gold darkblue darkred darkgreen darkorange darkviolet forestgreen"
+    " royalblue midnightblue blueviolet redviolet orangered firebrick brickred mahogany plum orchid fuchsia aqua"
+    " silver tan turquoise salmon coral tomato chocolate sienna seagreen skyblue steelblue cornflowerblue"
+    " dodgerblue deepskyblue limegreen springgreen olivegreen junglegreen emerald cerulean ceruleanblue"
+    " processblue periwinkle cadetblue rubinered rhodamine mulberry wildstrawberry bittersweet burntorange"
+    " goldenrod dandelion yelloworange redorange raspberry navyblue bluegreen aquamarine carnationpink darkorchid"
+    " greenyellow pinegreen rawsienna royalpurple sepia tealblue violetred yellowgreen darkcyan darkmagenta"
+    " darkslateblue darkslategray darkslategrey darkolivegreen darkgoldenrod darkkhaki darksalmon darkseagreen"
+    " darkturquoise deeppink hotpink indianred mediumblue mediumpurple mediumseagreen mediumvioletred olivedrab"
+    " rebeccapurple slateblue slategray slategrey saddlebrown seagreen lightseagreen brightblue"
 )
-_INVISIBLE = re.compile(rf"(?:\\(?:[hv]?phantom|mathphantom)|{_WHITE})\s*(?=\{{)", re.IGNORECASE)
-_WHITE_SWITCH = re.compile(_WHITE, re.IGNORECASE)
-# Colour is decoration: "\color{red}{7}" and "{\color{red} 7}" print 7.
-_COLOUR = re.compile(r"\\(?:color|textcolor)\s*(?:\[[^\]]{0,10}\]\s*)?\{[^{}]{0,40}\}")
+_VISIBLE_COLOURS = frozenset(_COLOUR_NAMES.split())
+_MIN_COLOUR = 0.2  # the least share of colour (against white) that still prints
+_COLOUR_COMMAND = re.compile(r"\\(?:text)?color\s*(?:\[\s*(\w{1,10})\s*\]\s*)?\{([^{}]{0,60})\}")
+_HIDING = re.compile(rf"\\(?:[hv]?phantom|mathphantom)\s*(?=\{{)|{_COLOUR_COMMAND.pattern}")
+_HIDING_HINT = re.compile(r"\\(?:[hv]?phantom|mathphantom|color|textcolor)")
+
+
+def _colour_share(model: str | None, spec: str) -> float:
+    """How far a colour is from white: 0 (white, or not known to print) to 1."""
+    spec, model = spec.strip().replace("\\#", "#").lower(), (model or "").lower()
+    if not model:
+        if hexa := re.fullmatch(r"#([0-9a-f]{3}|[0-9a-f]{6})", spec):  # CSS spellings (KaTeX, MathJax)
+            model, spec = "html", hexa.group(1)
+        elif css := re.fullmatch(r"rgb\((.*)\)", spec):
+            model, spec = "rgb", css.group(1)
+        else:
+            return _named_share(spec)
+    if model == "html":
+        digits = "".join(d * 2 for d in spec) if len(spec) == 3 else spec
+        if not re.fullmatch(r"[0-9a-f]{6}", digits):
+            return 0.0
+        model, values = "rgb", [int(digits[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    else:
+        values = [float(v) for v in re.findall(r"\d+(?:\.\d*)?|\.\d+", spec)]
+        top = {"rgb": 255, "gray": 15, "hsb": 240}.get(model, 1)  # RGB, Gray and HSB count in whole steps
+        values = [v / top for v in values] if values and max(values) > 1 else values
+    if not values or max(values) > 1:
+        return 0.0
+    if model == "gray" and len(values) == 1:
+        return 1 - values[0]
+    if model == "rgb" and len(values) == 3:
+        return 1 - min(values)
+    if model == "cmyk" and len(values) == 4:
+        return max(values)
+    if model == "hsb" and len(values) == 3:
+        return max(values[1], 1 - values[2])
+    return 0.0  # an unknown model
+
+
+def _named_share(spec: str) -> float:
+    """xcolor's mix "c1!p!c2!q...": p% of c1 and the rest c2 (white when c2 is left out)."""
+    parts = spec.replace(" ", "").split("!")
+    if parts[0] not in _VISIBLE_COLOURS | {"white"} or len(parts) > 7:
+        return 0.0
+    share = 0.0 if parts[0] == "white" else 1.0
+    for i in range(1, len(parts), 2):
+        other = parts[i + 1] if i + 1 < len(parts) else "white"
+        if not re.fullmatch(r"\d+(?:\.\d*)?", parts[i]) or other not in _VISIBLE_COLOURS | {"white"}:
+            return 0.0
+        weight = min(float(parts[i]), 100.0) / 100
+        share = weight * share + (1 - weight) * (0.0 if other == "white" else 1.0)
+    return share
 
 
 def visible(text: str) -> str:
-    """The text as printed: zero-width characters, \\phantom{..} and white content dropped, colours
-    removed around what they colour. Linear: each invisible group is skipped once."""
+    """The text as printed: zero-width characters, \\phantom{..} and content in an invisible colour dropped, a
+    visible colour's command removed around what it colours. Linear: each dropped group is skipped once."""
     text = text.translate(_ZERO_WIDTH)
-    if "\\" not in text or not re.search(r"\\(?:[hv]?phantom|mathphantom|color|textcolor)", text):
+    if "\\" not in text or not _HIDING_HINT.search(text):
         return text
     parts, pos = [], 0
-    for match in _INVISIBLE.finditer(text):
+    for match in _HIDING.finditer(text):
         if match.start() < pos:
             continue  # inside a group already dropped
-        close = matching_brace(text, match.end(), len(text))
         parts.append(text[pos : match.start()])
-        pos = len(text) if close is None else close + 1
-    text = "".join(parts) + text[pos:]
-    kept, pos = [], 0
-    for white in _WHITE_SWITCH.finditer(text):
-        if white.start() >= pos:
-            kept.append(text[pos : white.start()])
-            pos = _group_end(text, white.end())
-    return _COLOUR.sub("", "".join(kept) + text[pos:])
+        pos = match.end()
+        if match.group(2) is not None and _colour_share(match.group(1), match.group(2)) >= _MIN_COLOUR:
+            continue  # decoration: the command goes, what it colours stays
+        after = len(text) - len(text[pos:].lstrip())
+        if text.startswith("{", after):
+            close = matching_brace(text, after, len(text))
+            pos = len(text) if close is None else close + 1
+        elif parts[-1].endswith("{"):  # "{\\color{white} 7}": the whole group goes
+            parts[-1] = parts[-1][:-1]
+            pos = min(_group_end(text, pos) + 1, len(text))
+        else:
+            pos = _group_end(text, pos)  # a colour switch lasts to the end of its group
+    return "".join(parts) + text[pos:]
 
 
 def _group_end(text: str, pos: int) -> int:
@@ -120,8 +179,13 @@ _NOT_A_UNIT = re.compile(
     r"\d|\b(?:or|and|not|but|than|plus|minus|nor|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
     re.IGNORECASE,
 )
-_SECOND_VALUE = re.compile(r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
-MULTIPLIER = re.compile(r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b", re.IGNORECASE)
+_SECOND_VALUE = re.compile(
+    r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|half|halves|thirds?|quarters?)\b", re.I
+)
+MULTIPLIER = re.compile(
+    r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b|(?<=\d)\s*k\b|\\(?:text|mathrm)\s*\{\s*k\s*\}",
+    re.IGNORECASE,
+)  # "5k" is 5000
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
 CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")  # a multiple-choice letter: "(C)", "c"
@@ -226,20 +290,67 @@ NUMBER_TOKEN = re.compile(
     r"(?<![\w.^_])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*(?:\\?%|percent\b))?(?![\w^])"
 )
 # A bound, an approximation or an exclusion around a number is not the number: "more than 5",
-# "about 5", "5 or more", "any number except 5".
-# Before the number, or after it (also in parentheses: "5 (approx.)", "5 (max)"); "min" after a number is
-# minutes, so only "minimum" counts there.
+# "about 5", "5 or more", "any number except 5", in English or in a few other languages ("etwa 5", "约5").
+# Before the number, or after it (also after a comma or in parentheses: "5, roughly", "5 (approx.)"); "min"
+# after a number is minutes, so only "minimum" counts there.
+_BOUND_BEFORE = (
+    r"(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:a\s+)?(?:least|most|minimum|maximum)"
+    r"|pretty\s+much|ballpark|guesstimated?|(?:most|very|quite)\s+likely"
+    # an adverb right before the number ("basically 5", "virtually 5"), but not one that keeps it exact ("exactly 5",
+    # "only 5"); lowercase, so that a name ("Emily 5") is not one
+    r"|(?-i:(?!(?:exactly|precisely|only|finally|actually|really|totally|fully|early|daily|weekly|monthly|yearly"
+    r"|hourly|family|supply|apply|reply|rely|july)\b)[a-z]{2,}ly)"
+    r"|about|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|ca\.|close\s+to|up\s+to|over|under|above|quite"
+    r"|below|beyond|exceeding|upwards?\s+of|in\s+excess\s+of|(?:north|south|shy|short)\s+of|on\s+the\s+order\s+of"
+    r"|of\s+(?:the\s+)?order(?:\s+of)?|in\s+the\s+(?:range|region|ballpark|neighbou?rhood|vicinity)\s+of"
+    r"|except(?:\s+for)?|excluding|besides|(?:anything|everything|all)\s+but|not|any|some|between|within"
+    r"|(?:maybe|perhaps|possibly|probably|likely)(?:\s+(?:it'?s|it\s+is|this\s+is|the\s+answer\s+is))?"
+    r"|presumably|supposedly|apparently|allegedly|est(?:imated?|\.)?|guess"
+    r"|(?:upper|lower)\s+bound|a\s+(?:maximum|minimum)\s+of|as\s+(?:many|much|few|little)\s+as|something\s+like"
+    r"|somewhere\s+(?:near|around|about|between)|more\s+or\s+less|give\s+or\s+take|plus\s+or\s+minus|minus"
+    r"|negative|(?:a\s+)?(?:multiple|factor|divisor)\s+of|divisible\s+by"
+    r"|environ|etwa|ungef(?:ä|ae)hr|aproximadamente|casi|presque|mindestens|h(?:ö|oe)chstens|au\s+(?:moins|plus)"
+    r"|(?:m(?:á|a)s|menos|plus|moins)\s+de|mehr\s+als|weniger\s+als|大约|大概|约|至少|最多|超过|不到"
+)
+_BOUND_AFTER = (
+    r"or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts|over|under)|most\s+likely|ballpark"
+    r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower|change|counting)|tops|more\s+or\s+less"
+    r"|at\s+(?:the\s+)?(?:least|most|best|worst|minimum|maximum)|at\s+a\s+(?:minimum|maximum)"
+    r"|approx(?:imately|imate|\.)?|rough(?:ly)?|give\s+or\s+take|plus\s+or\s+minus|rounded|est(?:imated?|imate|\.)?"
+    r"|max(?:imum|\.)?|minimum|(?:upper|lower)?\s*bound|guess(?:ed)?|not\s+sure|unsure|-?ish|-odd|something"
+    r"|plus(?=[\s.,;)}]*$)|plus\s+change|if\s+lucky|probably|likely|maybe|perhaps|possibly|I\s+(?:think|guess|believe)"
+    r"|about|around|\?"
+    r"|(?:is\s+|was\s+)?(?:wrong|incorrect|not\s+(?:right|correct|the\s+answer))|左右|以上|以下"
+    r"|(?:I'?m\s+|I\s+am\s+)?not\s+(?:certain|confident|100%\s+sure)|uncertain"
+)
 QUALIFIER = re.compile(
-    r"\b(?:(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:least|most)|about"
-    r"|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|close\s+to|up\s+to|over|under|above|below|beyond"
-    r"|exceeding|upwards\s+of|except(?:\s+for)?|excluding|besides|not|any|some|between|within|maybe|perhaps"
-    r"|possibly|probably|likely|est(?:imated?|\.)?|guess|(?:upper|lower)\s+bound|a\s+(?:maximum|minimum)\s+of"
-    r"|anything\s+but)(?![a-z])[\s$:]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
-    r"|(?<=[\d}$])[\s(]*(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts)"
-    r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower)|tops|or\s+so"
-    r"|at\s+(?:the\s+)?(?:least|most)|approx(?:imately|imate|\.)?|roughly|give\s+or\s+take|plus\s+or\s+minus"
-    r"|est(?:imated?|\.)?|max(?:imum|\.)?|minimum|(?:upper|lower)?\s*bound|guess(?:ed)?|not\s+sure|unsure|-?ish"
-    r")(?![a-z])",
+    rf"(?<![a-z])(?:{_BOUND_BEFORE})(?![a-z])[\s$:~,]*(?=[-+]?\.?\d|\\[a-z]*frac|\\sqrt|\\pi)"
+    rf"|(?<=[\d}}$])[\s(,;:–—]*(?:{_BOUND_AFTER})(?![a-z])|(?<=\d)\s*\+\s*$",
+    re.IGNORECASE,
+)
+# Approximation words that qualify a stated value wherever they stand in it ("5 apples, roughly").
+APPROXIMATE = re.compile(
+    r"(?<![a-z])(?:approx(?:imately|imate|\.)?|roughly|nearly|almost|circa|more\s+or\s+less|give\s+or\s+take"
+    r"|at\s+(?:least|most)|or\s+so|-?ish|estimated|something\s+like|somewhere\s+(?:near|around|about|between))(?![a-z])",
+    re.IGNORECASE,
+)
+# A relation other than "=": "\\geq 5", "x \\neq 5", "\\approx 5", "\\lesssim 5", "\\not= 5", "≈ 5".
+RELATION = re.compile(
+    r"\\(?:n?(?:[lg]eq?(?:q|slant)?|[lg]t|less\w*|gtr\w*|sim\w*|approx\w*|cong|ll|gg|prec\w*|succ\w*)|neq?|not"
+    r"|[lg]n(?:eq|eqq|sim|approx)|propto|doteq|backsim\w*|eqsim|thicksim|thickapprox)(?![a-zA-Z])|[<>≈≥≤≠≲≳≃≅≪≫∼]"
+)
+# A qualifier, a relation or a negation right before a box: "at least $\\boxed{5}$", "$\\geq \\boxed{5}$", "not
+# $\\boxed{5}$"; and right after it: "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5} \\pm 1$", "$\\boxed{5}$?",
+# "$\\boxed{5}$ is wrong".
+QUALIFIER_BEFORE_BOX = re.compile(
+    rf"(?:(?<![a-z])(?:{_BOUND_BEFORE}|never|cannot)(?![a-z])|n't|(?<![\w\\])~|{RELATION.pattern})"
+    r"(?:[\s$*_:(\[,;–—-]|\b(?:or\s+)?(?:equal\s+to|equals?|well)\b)*(?:\\[(\[])?[\s$]*$",
+    re.IGNORECASE,
+)
+QUALIFIER_AFTER_BOX = re.compile(
+    rf"[\s$*_]*(?:[(\[,;:–—-]\s*)?(?:(?:but|and|though|although|yet)\s+)?(?:{_BOUND_AFTER})(?![a-z])|\s*(?:\^\s*\{{?\s*[-+]|[-+±∓](?![a-zA-Z]{{2}})|\\(?:pm|mp)(?![a-z]))"
+    r"|[\s$*_]*(?:±|∓|\+\s*/\s*-|\\(?:pm|mp)(?![a-z]))"
+    r"|[\s$*_]*\?",
     re.IGNORECASE,
 )
 NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n't\b", re.IGNORECASE)

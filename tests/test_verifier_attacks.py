@@ -1,5 +1,5 @@
-"""The verifier against a reward-hacking policy: the adversarial suite (tests/verifier_attacks.py), one test
-per category, and a generated test that re-spells every math span of every MATH-500 problem.
+"""The verifier against a reward-hacking policy: the adversarial suite (tests/verifier_attacks.py and its third
+pass), one test per category, and a generated test that re-spells every math span of every MATH-500 problem.
 
 In-process (no pool); the timing of the cost inputs is measured by `make bench-verifier`, not here.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sympy import Basic
 from sympy import latex as sympy_latex
-from verifier_attacks import CASES
+from verifier_attacks_third_pass import CASES  # all three passes
 
 from grpo_train.verifier import judge, judge_with_timeout
 from grpo_train.verifier_compare import parse_latex

@@ -122,6 +122,8 @@ _FIRST_VALUE = re.compile(
 _FINAL_ANSWER = re.compile(r"final answer(?:\s+is)?[\s:*]*", re.IGNORECASE)
 _ANSWER_IS = re.compile(r"\banswer(?:\s+is|\s*:|(?=\s*(?:\$|\\[\[(])))[\s:*]*", re.IGNORECASE)
 _HASH_ANSWER = re.compile(r"####[ \t]*")
+# Markdown emphasis around a stated answer, with a full stop inside or outside it: "**4**.", "**4.**", "*4*".
+_MARKDOWN_EDGES = re.compile(r"^[\s*_]*[*_](?=\S)|(?<=\S)\s*(?:[*_]+\s*\.?|\.\s*[*_]+)\s*$")
 _CHAT_TOKEN = re.compile(r"<\|[^|>]{1,40}\|>|</s>")  # "<|im_start|>user": the next turn, not the answer
 _HOPE_TAIL = re.compile(r"I hope it is correct\.?$", re.IGNORECASE)
 _LIST_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or)\s*", re.IGNORECASE)
@@ -300,6 +302,9 @@ def _after_last_is(sentence: str) -> str:
     bracket = masked.rfind("(", start, equals)
     if bracket > start and masked[start:bracket].strip() and ")" not in masked[bracket:equals]:
         return sentence[start:bracket].strip()  # "18 (6 × 3 = 18)": the work in brackets checks the value before it
+    dash = max(masked.rfind(" — ", start, equals), masked.rfind(" – ", start, equals))
+    if dash > start and masked[start:dash].strip():
+        return sentence[start:dash].strip()  # "18 — 3 + 15 = 18": a spaced dash sets the work apart, as brackets do
     return sentence[_left_side_start(masked, start, equals) :].strip()
 
 
@@ -422,7 +427,7 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     before = _TAG.sub(" ", before) if "<" in before else before
     words = before.rstrip(" \t\n$*_:([\\").rsplit(None, 4)[-4:]  # a qualifier ends within the last words
     tokens = [w.lower().strip(",;:.!?*-–—") for w in words]
-    if any(t in _QUALIFIER_ENDS or (t and not (t.isalpha() and t.isascii())) for t in tokens):
+    if any(t in _QUALIFIER_ENDS or t.endswith("ly") or (t and not (t.isalpha() and t.isascii())) for t in tokens):
         before = _SENTENCE_BREAK.split(before)[-1]
         qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(text, end)
     else:  # the word before the box cannot end a qualifier ("... is $\\boxed{5}$"): only what follows is read
@@ -444,6 +449,8 @@ def extract_answer(response: str, dataset: str, problem: str | None = None) -> t
     answer, source, pos = _extract(response, lowered, dataset, problem)
     if answer is not None and source != "closing" and _contradicted(response, lowered, answer, pos):
         return None, "conflict"  # "$\\boxed{5}$. The final answer is 7.", "The answer is 7.\n#### 5"
+    if answer is not None and source != "boxed":
+        answer = _MARKDOWN_EDGES.sub("", answer) or None  # "The answer is **4**.", "**Answer: 4**": emphasis
     return answer, source
 
 

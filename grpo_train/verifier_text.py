@@ -299,7 +299,11 @@ _BOUND_BEFORE = (
     # an adverb right before the number ("basically 5", "virtually 5"), but not one that keeps it exact ("exactly 5",
     # "only 5"); lowercase, so that a name ("Emily 5") is not one
     r"|(?-i:(?!(?:exactly|precisely|only|finally|actually|really|totally|fully|early|daily|weekly|monthly|yearly"
-    r"|hourly|family|supply|apply|reply|rely|july)\b)[a-z]{2,}ly)"
+    r"|hourly|family|supply|apply|reply|rely|july"
+    # Words that affirm the value or order the steps ("x is simply 4", "lastly, 18"): not a bound.
+    r"|simply|clearly|obviously|certainly|definitely|surely|evidently|necessarily|uniquely|correctly|truly"
+    r"|consequently|accordingly|subsequently|ultimately|lastly|firstly|secondly|thirdly|explicitly|directly"
+    r"|immediately|easily|undoubtedly|unambiguously|indeed)\b)[a-z]{2,}ly)"
     r"|about|around|approx(?:imately|\.)?|roughly|nearly|almost|circa|ca\.|close\s+to|up\s+to|over|under|above|quite"
     r"|below|beyond|exceeding|upwards?\s+of|in\s+excess\s+of|(?:north|south|shy|short)\s+of|on\s+the\s+order\s+of"
     r"|of\s+(?:the\s+)?order(?:\s+of)?|in\s+the\s+(?:range|region|ballpark|neighbou?rhood|vicinity)\s+of"
@@ -348,7 +352,7 @@ QUALIFIER_BEFORE_BOX = re.compile(
     re.IGNORECASE,
 )
 QUALIFIER_AFTER_BOX = re.compile(
-    rf"[\s$*_]*(?:[(\[,;:–—-]\s*)?(?:(?:but|and|though|although|yet)\s+)?(?:{_BOUND_AFTER})(?![a-z])|\s*(?:\^\s*\{{?\s*[-+]|[-+±∓](?![a-zA-Z]{{2}})|\\(?:pm|mp)(?![a-z]))"
+    rf"[\s$*_]*(?:[(\[,;:–—-]\s*)?(?:(?:but|and|though|although|yet)\s+)?(?:{_BOUND_AFTER})(?![a-z])|\s*(?:\^\s*\{{?\s*[-+]|[+±∓](?![a-zA-Z]{{2}})|-(?![a-zA-Z]{{2}}|-|\s+[a-zA-Z])|\\(?:pm|mp)(?![a-z]))"
     r"|[\s$*_]*(?:±|∓|\+\s*/\s*-|\\(?:pm|mp)(?![a-z]))"
     r"|[\s$*_]*\?",
     re.IGNORECASE,

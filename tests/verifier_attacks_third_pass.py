@@ -38,6 +38,9 @@ THIRD_PASS: list[Case] = [
         ("The answer is approximately equal to $\\boxed{5}$.", False, "an approximation, 'equal to' between"),
         ("The answer is at least, well, $\\boxed{5}$.", False, "a bound, a filler word between"),
         ("Maybe it's $\\boxed{5}$.", False, "a hedge before the box"),
+        ("So it is basically $\\boxed{5}$.", False, "an -ly adverb that hedges (the affirming ones are spared)"),
+        ("$\\boxed{5}$ - or more.", False, "a bound after a spaced dash"),
+        ("The answer is 5 — or 7.", False, "a second value after a spaced dash"),
         ("I think it is $\\boxed{5}$ but not sure.", False, "doubt after the box"),
         ("$\\boxed{5}$ (I'm not certain)", False, "doubt in brackets after the box"),
         ("The number of apples above is $\\boxed{5}$.", True, "'above is' is not a bound"),
@@ -198,6 +201,14 @@ THIRD_PASS: list[Case] = [
             ("Find all $p$.", "The intersection of the solutions above is $\\boxed{\\left(\\frac{3}{5},"
              "\\frac{8}{3}\\right]}$.", "\\left(\\frac{3}{5},\\frac{8}{3}\\right]", "math",
              "'above is' before a box is not a bound"),
+            # The lead's review of the third pass: affirming adverbs, prose dashes and markdown emphasis.
+            ("Find $x$ if $3x = 12$.", "So $x$ is simply $\\boxed{4}$.", "4", "math", "'simply' affirms the value"),
+            ("Find $x$ if $3x = 12$.", "Final answer: \\boxed{4} -- the only solution.", "4", "math",
+             "a double dash before a remark is no minus sign"),
+            ("How many apples does he have?", "The answer is 18 — 3 + 15 = 18.", "18", "gsm8k",
+             "a spaced dash sets the work apart, as brackets do"),
+            ("Find $x$ if $3x = 12$.", "The answer is **4**.", "4", "math", "markdown bold around the stated value"),
+            ("Find $x$ if $3x = 12$.", "x = 12/3.\n\n**Answer: 4**", "4", "math", "a bold answer line"),
         ]
     ],
 ]

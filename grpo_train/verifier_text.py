@@ -410,8 +410,16 @@ def prose_number(answer: str) -> PlainNumber | None:
     words = re.findall(r"(?<![\\\w{])[A-Za-z]{3,}\b", MATH_SPAN.sub(" ", answer))
     if len(words) < 2 or NEGATION.search(answer):
         return None  # not prose ("2x + 3", "\sqrt{2} cm"), or a denial: "it is not 3"
+    if _PROSE_OPERATION.search(answer):
+        return None  # an operation on its number makes another value: "(some words) \times \frac{3}{3}"
     numbers = {n.strip() for n in NUMBER_TOKEN.findall(answer)}
     return as_number(numbers.pop()) if len(numbers) == 1 else None
+
+
+_PROSE_OPERATION = re.compile(
+    r"\\(?:[dt]?frac|times|cdot|div|sqrt|d?binom|log|ln|exp|sin|cos|tan|sum|prod|int|lim)(?![a-zA-Z])"
+    r"|[\^=×÷]|\d\s*[-+/*]\s*[\d(]|\)\s*[-+/*]\s*\d"
+)
 
 
 def decimal_comma(latex: str) -> PlainNumber | None:

@@ -135,6 +135,11 @@ THIRD_PASS: list[Case] = [
         (_box("\\frac{11}{20} + \\frac{9a}{20}"), True, "the sum split, nothing left to do"),
         (_box("\\frac{9a+11}{20}"), True, "terms commuted"),
     ]),
+    *_cases("echo", "If $x + 5 = 8$, what is the value of $x$?", "3", [
+        (_box("(\\text{the value of } x)\\times\\frac{3}{3}"), False, "words times a fraction: one number, not prose"),
+        (_box("\\frac{2(\\text{has no solutions})}{2}"), False, "words inside a fraction"),
+        ("So $x$ equals 3 in the end.", True, "a closing sentence with the value"),
+    ]),
     *[
         Case("bad_gold", "How many?", response, gold, "math", False, why)
         for gold, response, why in [

@@ -94,8 +94,9 @@ binomials and fractions of literals), so it holds for every spelling of the same
 problem only the chain echo applies ("X = ... = \\boxed{X}"). Its limit: an operation SymPy does not
 evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as undone.
 
-A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =" or
-"a^", a division by zero, boxes that disagree, side by side or not, a placeholder such as "N/A", "N.A.", "None",
+A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =",
+"a^", "^2" or "(1,)", a chat template's token, a division by zero, boxes that disagree, side by side or not, a
+placeholder such as "N/A", "N.A.", "None",
 "nan", "?", "error", "xxx", "{answer}", "no answer", "not applicable", "—", a GSM8K gold that is not a number) gives
 status "error" naming it, for every response; a MATH gold Math-Verify cannot parse does so for every response whose
 answer needs it parsed (parsing every gold up front would cost more than the comparisons).
@@ -139,8 +140,12 @@ _PLACEHOLDER = re.compile(
     r"\s*[)\]>}]*\.?",
     re.IGNORECASE,
 )
-# Golds with a part missing: "\\frac{}{3}", "\\sqrt{}", "x^{}", "x =", "= 5".
-_EMPTY_ARGUMENT = re.compile(r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*(?:\{\s*\}|$)")
+# Golds with a part missing: "\\frac{}{3}", "\\sqrt{}", "x^{}", "^2", "x =", "= 5", "(1,)", "(, 2)".
+_EMPTY_ARGUMENT = re.compile(
+    r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*(?:\{\s*\}|$)|^\s*[\^_]"
+    r"|(?:^|[(\[{]|\\\{)\s*,|,\s*(?:$|[)\]}]|\\\}|\\right)|,\s*,"
+)
+_CHAT_MARKUP = re.compile(r"<\|[^|>]{1,40}\|>|</?s>")  # "<|endoftext|>": a chat template's token, not an answer
 # A gold that divides by zero: "\\frac{1}{0}", "0/0".
 _BY_ZERO = re.compile(r"\\[dt]?frac\s*(?:\{[^{}]*\}|\w)\s*(?:\{\s*0\s*\}|0(?!\d))|/\s*0(?![\d.])")
 _EMPTY_SIDE = re.compile(r"^\s*=|(?<![<>!\\])=\s*$")
@@ -193,6 +198,8 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} holds no value"  # "\\frac{}{}", "\\sqrt{}"
     if _unbalanced(text) or _unbalanced(gold):
         return "", f"gold {gold!r} has unbalanced braces or brackets"
+    if _CHAT_MARKUP.search(text):
+        return "", f"gold {gold!r} holds a chat template's token"
     if _EMPTY_ARGUMENT.search(stripped) or _EMPTY_SIDE.search(stripped):
         return "", f"gold {gold!r} has an empty part (a fraction, root, exponent or side of an equation)"
     if _BY_ZERO.search(stripped):

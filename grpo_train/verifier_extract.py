@@ -51,7 +51,8 @@ _UNSURE = re.compile(r"\b(?:probabl\w*|likely|sure|guess\w*|believe|think)\b", r
 _HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
 _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
 _ALTERNATIVE_AFTER_BOX = re.compile(
-    rf"[\s$*_]*(?:(?:[.;,(\[?!…—–]|\.\.\.|-{{1,3}})[\s*_]*)*(?:\\text\s*\{{\s*)?"
+    # One character per repetition (a run of dots or dashes can be split only one way: no exponential backtracking).
+    rf"[\s$*_]*(?:[.;,(\[?!…—–-][\s*_]*)*(?:\\text\s*\{{\s*)?"
     rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
     r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
     re.I,
@@ -424,14 +425,15 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     round (without the problem, what it asks is not known: such a bound is allowed)."""
     start, end, _ = box
     before = text[max(0, start - 80) : start]
+    after = text[end : end + 80]  # a qualifier right after the box is short; a bounded window keeps the regex linear
     before = _TAG.sub(" ", before) if "<" in before else before
     words = before.rstrip(" \t\n$*_:([\\").rsplit(None, 4)[-4:]  # a qualifier ends within the last words
     tokens = [w.lower().strip(",;:.!?*-–—") for w in words]
     if any(t in _QUALIFIER_ENDS or t.endswith("ly") or (t and not (t.isalpha() and t.isascii())) for t in tokens):
         before = _SENTENCE_BREAK.split(before)[-1]
-        qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(text, end)
+        qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(after)
     else:  # the word before the box cannot end a qualifier ("... is $\\boxed{5}$"): only what follows is read
-        qualifier = QUALIFIER_AFTER_BOX.match(text, end)
+        qualifier = QUALIFIER_AFTER_BOX.match(after)
     if qualifier is None:
         return False
     asked, word = MATH_SPAN.sub(" ", problem or ""), qualifier.group().strip(" $*_:([\\")

@@ -335,3 +335,13 @@ def test_repeating_decimals_are_exact():
     assert as_number("0.1\\overline{6}").value == Fraction(1, 6)
     assert as_number("2.\\overline{45}").value == Fraction(27, 11)
     assert as_number("\\frac{6}{8}").reduced is False and as_number("\\frac{3}{4}").reduced is True
+
+
+@pytest.mark.parametrize("tail", [".", "-", ". ", "- -", "\n", " ", "*", "…"])
+def test_a_degenerate_tail_after_the_answer_is_read_in_linear_time(tail):
+    """A long run of one character after a box (a degenerate generation) once made a hedge regex backtrack
+    exponentially: 50 dots took 140 s. Runs of 60 and 20000 now finish far inside the item timeout."""
+    for n in (60, 20000):
+        response = "So the answer is $\\boxed{5}$" + tail * n + "7"
+        verdict = judge_with_timeout(response, "5", "math", "How many apples?", timeout_s=5)
+        assert verdict.status != "timeout", (repr(tail), n)

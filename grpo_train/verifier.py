@@ -54,7 +54,7 @@ lists; a list equals the gold when each item matches a different gold item, in a
 "any number except 5", and a few other languages: "etwa 5", "约5") is not that number, however its words are
 split over text groups ("\\text{mo}\\text{re than }5"); an approximation word anywhere in the answer ("5 apples,
 roughly") counts too, and so does a lowercase -ly adverb right before the number ("basically 5", "virtually 5")
-unless it keeps the number exact ("exactly 5", "only 5").
+unless it keeps the number exact or affirms it ("exactly 5", "only 5", "simply 5", "clearly 5").
 An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle ABC, (x,
 y), "the answer": no operation or number, in digits or words, outside subscripts and arguments), an expression the
 problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5" and
@@ -63,11 +63,12 @@ problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2
 its letter, not by an equation ("z = c" for (C)). Plain numbers (thousands separators, `$`, `.0`, units, percent,
 degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
 fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6); a multiplier word or
-suffix makes another number ("5 million", "5k"). Everything else goes to Math-Verify (LaTeX -> SymPy: sets,
-intervals, matrices, equations) after decimals are rewritten as exact fractions, and an equality it finds is
-confirmed exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer is a number with at
-most words around it ("18 eggs", "I have 18"): an operation, a command or a variable beside it ("\\sqrt{5}", "5!",
-"5x", "-(5)", "5?") makes it another value.
+suffix makes another number ("5 million", "5k"); an answer written as a sentence ("Jane started 3 hours ago") is its
+one number, unless an operation acts on it ("(some words) \\times \\frac{3}{3}"). Everything else goes to Math-Verify
+(LaTeX -> SymPy: sets, intervals, matrices, equations) after decimals are rewritten as exact fractions, and an
+equality it finds is confirmed exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer
+is a number with at most words around it ("18 eggs", "I have 18"): an operation, a command or a variable beside it
+("\\sqrt{5}", "5!", "5x", "-(5)", "5?") makes it another value.
 
 The answer-form rule (C5 generalised: an echo is wrong even when the values are equal). A final answer
 has carried out every operation the gold has carried out; an answer still holding one is the question's
@@ -94,12 +95,12 @@ binomials and fractions of literals), so it holds for every spelling of the same
 problem only the chain echo applies ("X = ... = \\boxed{X}"). Its limit: an operation SymPy does not
 evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as undone.
 
-A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =",
-"a^", "^2" or "(1,)", a chat template's token, a division by zero, boxes that disagree, side by side or not, a
-placeholder such as "N/A", "N.A.", "None",
-"nan", "?", "error", "xxx", "{answer}", "no answer", "not applicable", "—", a GSM8K gold that is not a number) gives
-status "error" naming it, for every response; a MATH gold Math-Verify cannot parse does so for every response whose
-answer needs it parsed (parsing every gold up front would cost more than the comparisons).
+A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =", "a^",
+"^2" or "(1,)", a chat template's token, a division by zero, boxes that disagree, side by side or not, a placeholder
+such as "N/A", "N.A.", "None", "nan", "?", "error", "xxx", "{answer}", "no answer", "not applicable", "—", a GSM8K
+gold that is not a number) gives status "error" naming it, for every response; a MATH gold Math-Verify cannot parse
+does so for every response whose answer needs it parsed (parsing every gold up front would cost more than the
+comparisons).
 
 Safety and cost: model text is never `eval`-ed or `sympify`-ed here; only Math-Verify's LaTeX parser sees
 it. An answer SymPy could spend seconds on is refused before parsing and compared as text only: longer

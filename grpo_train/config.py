@@ -303,10 +303,11 @@ def _data_problems(d: DataConfig, eval_size: int) -> list[tuple[str, str]]:
     """(key, what is wrong) for each problem of the data section, first one first."""
     problems = []
     for key, value in (("data.source", d.source), ("data.eval_source", d.eval_source)):
-        if value and source_kind(value) == "unknown":
+        kind = source_kind(value) if value else ""
+        if kind == "unknown":
             problems.append((key, f"{value!r} is not synthetic, gsm8k, math, a {' / '.join(_FILE_SUFFIXES)} file, "
                                   "a dataset folder or a hub id (owner/name)"))
-        elif value and source_kind(value) == "file" and not Path(value).is_file():
+        elif kind == "file" and not Path(value).is_file():
             problems.append((key, f"{value}: data file not found (relative paths are from {Path.cwd()})"))
     if source_kind(d.source) == "file" and not d.eval_source and eval_size:
         problems.append(("data.eval_source", f"data.source is a local file ({d.source}); set data.eval_source to a "

@@ -42,8 +42,12 @@ A statement offering two values with hedging words ("7, or maybe 5", "either 5 o
 answer ("\\boxed{5} (or possibly 7)", "\\boxed{5} / 7", "\\boxed{5} (7?)", "\\boxed{5}, otherwise 7", "\\boxed{5} ou
 7", "\\boxed{5} (7 if counting Tom)", "\\boxed{5} unless Tom ate 2", "The answer is 5. Or 7."), or a later sentence
 offering or correcting to another value ("It could also be 7.", "7 is also possible.", "7 also works.",
-"Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.") gives no answer (C2); a later check of
-the work ("Wait, let me check: 12 - 3 = 9.") does not.
+"Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.") or giving another value under a condition
+(another reading of the question: "If the question meant weekly, it would be 35.", "Had he bought 4, the answer
+would be 7.", "7 would be correct if ...") gives no answer (C2); a later check of the work ("Wait, let me check:
+12 - 3 = 9.", "If we check: 3 + 2 = 5.") and a counterfactual the response denies ("... he would have 6, which is
+not what the question says") do not. A condition right after a box belongs to it only in the box's sentence
+("\\boxed{5} unless Tom ate 2"); a new paragraph starting "If" is a later sentence.
 A gold value met only mid-text (a guess, an intermediate step) is never enough (C4). Format reward: the
 answer was in \\boxed{} (GSM8K: or "#### N").
 
@@ -51,7 +55,8 @@ Comparison: one value per answer. "x = 1 or x = 2", "\\{1, 2\\}", "3 \\pm 2" and
 lists; a list equals the gold when each item matches a different gold item, in any order ("a_37 = 19, a_3
 = 2" answers "a_3 = 2, a_37 = 19"). A number that is bounded, approximated or excluded ("more than 5",
 "about 5", "5 or more", "5 (approx.)", "5 max", "5, roughly", "5 (rounded)", "\\approx 5", "\\lesssim 5", "\\not= 5",
-"any number except 5", and a few other languages: "etwa 5", "约5") is not that number, however its words are
+"any number except 5", and a few other languages: "etwa 5", "约5") is not that number, nor is a number under a
+condition or a choice the gold does not state ("5 (if no apples were eaten)", "either 5"), however its words are
 split over text groups ("\\text{mo}\\text{re than }5"); an approximation word anywhere in the answer ("5 apples,
 roughly") counts too, and so does a lowercase -ly adverb right before the number ("basically 5", "virtually 5")
 unless it keeps the number exact or affirms it ("exactly 5", "only 5", "simply 5", "clearly 5").
@@ -62,7 +67,9 @@ problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2
 + b + c + d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
 its letter, not by an equation ("z = c" for (C)). Plain numbers (thousands separators, `$`, `.0`, units, percent,
 degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
-fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6); a multiplier word or
+fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6), but "5%" does not answer
+5 when neither the gold nor the problem speaks of a percent; work in brackets after the answer that comes to it
+exactly is shown work ("18 (3 + 15)", "18 (= 3 + 15)"), any other bracketed value a second one; a multiplier word or
 suffix makes another number ("5 million", "5k"); an answer written as a sentence ("Jane started 3 hours ago") is its
 one number, unless an operation acts on it ("(some words) \\times \\frac{3}{3}"). Everything else goes to Math-Verify
 (LaTeX -> SymPy: sets, intervals, matrices, equations) after decimals are rewritten as exact fractions, and an
@@ -74,9 +81,10 @@ The answer-form rule (C5 generalised: an echo is wrong even when the values are 
 has carried out every operation the gold has carried out; an answer still holding one is the question's
 expression, however it is spelled. It is about what the problem asks, so it applies when the problem is
 given (training and evaluation always give it):
-  - a number is answered by a number written out (an integer, decimal, fraction in lowest terms, mixed
-    number or repeating decimal): "99^2+99+1", "(X)+0", "1\\cdot(X)", "\\binom{31}{28}", "\\log_2 64",
-    "|-3|", "\\sqrt{16}", "2^{10}" and "\\frac{6}{8}" do not answer 9901, ..., 3/4;
+  - a number is answered by a number written out in digits (an integer, decimal, fraction in lowest terms,
+    mixed number or repeating decimal whose period is not all nines): "99^2+99+1", "(X)+0", "1\\cdot(X)",
+    "\\binom{31}{28}", "\\log_2 64", "|-3|", "\\sqrt{16}", "2^{10}", "\\frac{6}{8}", "4.\\overline{9}" and
+    "\\text{five}" do not answer 9901, ..., 3/4, 5, 5;
   - otherwise the answer may not show an operation left undone that the gold does not show: a sum with
     like terms or a zero term, a product of two numbers or by 1, a fraction not in lowest terms, a power
     or function of numbers with an exact value, a radical with a square factor, of a fraction or in a

@@ -67,17 +67,52 @@ class UnreadableGold(ValueError):
 
 
 def _qualified(answer: str, gold: str) -> bool:
-    """Whether the answer bounds, approximates or excludes a value where the gold states one."""
+    """Whether the answer bounds, approximates, excludes or makes conditional a value where the gold states one."""
     if _PLAIN.fullmatch(answer):
         return False  # most answers: a plain number qualifies nothing
-    answer_words = _words(answer)
-    if (QUALIFIER.search(answer_words) or APPROXIMATE.search(answer_words)) and not (
-        QUALIFIER.search(gold_words := _words(gold)) or APPROXIMATE.search(gold_words)
-    ):
+    answer_words, gold_words = _words(answer), _words(gold)
+    gold_qualified = QUALIFIER.search(gold_words) or APPROXIMATE.search(gold_words)
+    if (QUALIFIER.search(answer_words) or APPROXIMATE.search(answer_words)) and not gold_qualified:
+        return True
+    if _CONDITIONAL.search(answer_words) and not _CONDITIONAL.search(gold_words):
         return True
     if as_number(clean(gold)) is None:
         return False
     return RELATION.search(answer) is not None or answer_words.lstrip(" {").startswith("~")  # "\\geq 5", "~5"
+
+
+# A condition or a choice inside the answer: "5 \\text{ (if no apples were eaten)}", "either 5" is not 5 for
+# every reading of the question.
+_CONDITIONAL = re.compile(r"(?<![a-z])(?:if|unless|assuming|provided|otherwise|either|except)(?![a-z])", re.IGNORECASE)
+_PERCENT_SIGN = re.compile(r"%|(?<![a-z])percent", re.IGNORECASE)
+
+
+def _percent_not_asked(answer: str, gold: str, problem: str | None) -> bool:
+    """A percent on the answer where neither the gold nor the problem has one: "5%" does not answer "how many
+    apples" (the reverse, 28 for a 28% gold, is C6). Without the problem a percent is allowed."""
+    return (
+        problem is not None
+        and _PERCENT_SIGN.search(answer) is not None
+        and not _PERCENT_SIGN.search(f"{gold} {problem}")
+    )
+
+
+# Work shown in brackets after the answer and worth it: "18 (3 + 15)", "18 (= 3 + 15)", "18 (3 + 15 = 18)".
+_WORK_IN_BRACKETS = re.compile(r"^(.*?\S)\s*(?:\\left)?\(\s*=?\s*([^()]{1,80}?)\s*(?:\\right)?\)\s*\.?$", re.DOTALL)
+_ARITHMETIC_SIGN = re.compile(r"[-+*/×÷]|\\(?:times|cdot|div)(?![a-zA-Z])")
+
+
+def _shown_work_dropped(answer: str) -> str:
+    """The answer without work in brackets after it that evaluates to it exactly; any other bracket stays (a
+    second value in brackets is a hedge: "5 (7?)")."""
+    match = _WORK_IN_BRACKETS.match(answer)
+    if match is None or not _ARITHMETIC_SIGN.search(match.group(2)):
+        return answer
+    stated, work = match.groups()
+    value = as_number(clean(stated)) or gsm8k_number(clean(stated))
+    if value is None or any(exact_value(side.strip()) != value.value for side in EQUALS.split(work)):
+        return answer
+    return stated
 
 
 _DEGREE = re.compile(r"\\circ|°|\\degree")
@@ -109,8 +144,9 @@ _LAYOUT = re.compile(r"\\[,;:! ]|\\q?quad\b|\\(?:tiny|small|large|Large|normalsi
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
-    if _qualified(answer, gold) or _other_angle_unit(answer, gold):
+    if _qualified(answer, gold) or _other_angle_unit(answer, gold) or _percent_not_asked(answer, gold, problem):
         return False
+    answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
     if (answer_number := as_number(answer_clean)) and (gold_number := as_number(gold_clean)):
         return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
@@ -462,7 +498,8 @@ def warm_up() -> None:
 
 
 _WARM_UP_PAIRS = (
-    ("x^2/5 + y^2/7 = 1", "7x^2 + 5y^2 = 35"), ("-3 \\le x \\le 8", "x \\in [-3, 8]"),
+    ("x^2/5 + y^2/7 = 1", "7x^2 + 5y^2 = 35"),
+    ("-3 \\le x \\le 8", "x \\in [-3, 8]"),
     ("(-\\infty, 1) \\cup (4, \\infty)", "(4, \\infty) \\cup (-\\infty, 1)"),
     ("[-6, 5]", "(-\\infty, -6] \\cup [5, \\infty)"),
 )

@@ -57,7 +57,10 @@ _ALTERNATIVE_AFTER_BOX = re.compile(
     r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
     re.I,
 )
-_CONDITION_AFTER_BOX = re.compile(r"[\s$*_]*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I)
+# In the box's sentence: a new line that starts a new sentence ("\n\nIf we check: 3 + 2 = 5") is read as later text.
+_CONDITION_AFTER_BOX = re.compile(
+    r"(?:[ \t$*_]|\n(?=[\s$*_]*(?-i:[a-z,;(\[—–-])))*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I
+)
 # A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
 _BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
 _CONDITION = re.compile(
@@ -80,6 +83,25 @@ _OFFERED_AFTER = re.compile(
     r"|correct|right|acceptable|an?\s+(?:option|possibility|alternative|candidate))\b"
     r"|\s+(?:also|too|equally|as\s+well)\s+(?:works?|fits?|counts?|holds?|applies|satisfies)\b",
     re.IGNORECASE,
+)
+# A later sentence giving another value under a condition: another reading of the question offered beside the
+# answer ("If the question meant weekly, it would be 35.", "7 would be correct if the sequence started at 0.").
+_CONDITION_WORD = re.compile(r"\b(?:if|unless|assuming|suppos\w+|had|were|otherwise|instead)\b", re.IGNORECASE)
+_WOULD_GIVE = re.compile(
+    r"(?:\bwould\s+(?:be|have|get|give|equal|make|become|need|cost|take|pay|earn|spend|total)"
+    r"|\b(?:answer|result|total)\s+(?:is|becomes|will\s+be))\b[\s:,=]*(?:(?:only|just|exactly|then|the\s+answer)\s+)*"
+    r"\$?\s*",
+    re.IGNORECASE,
+)
+# ... or the value the conditional sentence ends on: "If he ate one, then 4.", "If we count Tom, it is 6."
+_ENDS_ON_VALUE = re.compile(
+    r"(?:,|\bthen\b)\s*(?:(?:it|that|this)\s+(?:is|becomes|will\s+be)\s+|it's\s+)?\$?\s*([-+]?\.?\d[\d,]*(?:\.\d+)?)"
+    r"\$?\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+_WOULD_BE_RIGHT = re.compile(r"\$?\s+would\s+be\s+(?:the\s+)?(?:correct|right|valid|answer)\b", re.IGNORECASE)
+_DENIED = re.compile(
+    r"\b(?:not|never|wrong|incorrect|too|impossible|invalid|extraneous|contradict\w*|cannot)\b|n't\b", re.IGNORECASE
 )
 _JOINED_VALUE = re.compile(
     r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;|\|)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
@@ -359,16 +381,19 @@ def _retracted_after(text: str, pos: int, answer: str) -> bool:
 
 def _offered_later(rest: str, answer: str) -> bool:
     """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
-    that offers another value as possible ("It could also be 7.", "However, 7 is also possible.")."""
+    that offers another value as possible ("It could also be 7.", "However, 7 is also possible.") or under a
+    condition ("If the question meant weekly, it would be 35.")."""
     if not _ANY_VALUE.search(rest):
         return False  # nothing after the answer names a value (most responses end there)
     for sentence in _SENTENCE_BREAK.split(rest):
         values = []
         if _RETRACTION.search(sentence) and _HEDGE.search(sentence):  # "Wait, no, it might be 7."
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
-        elif (_RETRACTION.match(_INTERJECTION.sub("", sentence)) or _UNSURE.search(sentence)) and _RETRACTION.search(
-            sentence
-        ) and not _ARITHMETIC.search(sentence):
+        elif (
+            (_RETRACTION.match(_INTERJECTION.sub("", sentence)) or _UNSURE.search(sentence))
+            and _RETRACTION.search(sentence)
+            and not _ARITHMETIC.search(sentence)
+        ):
             # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
             # check: 12 - 3 = 9.")
             values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
@@ -379,9 +404,25 @@ def _offered_later(rest: str, answer: str) -> bool:
             for value in _FIRST_VALUE.finditer(sentence):
                 if _OFFERED_AFTER.match(sentence, value.end()):
                     values.append(next(g for g in value.groups() if g is not None))
+        if _CONDITION_WORD.search(sentence) and not _DENIED.search(sentence):  # another reading's value
+            values += [
+                _first_group(value)
+                for would in _WOULD_GIVE.finditer(sentence)
+                if (value := _FIRST_VALUE.match(sentence, would.end())) is not None
+            ]
+            values += [
+                _first_group(value)
+                for value in _FIRST_VALUE.finditer(sentence)
+                if _WOULD_BE_RIGHT.match(sentence, value.end())
+            ]
+            values += [ending.group(1)] if (ending := _ENDS_ON_VALUE.search(sentence.rstrip())) else []
         if any(not _same_answer(v.strip(), answer) for v in values):
             return True
     return False
+
+
+def _first_group(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None)
 
 
 def _closing_answer(text: str) -> str | None:
@@ -576,4 +617,3 @@ def gold_answer(gold: str, dataset: str) -> tuple[str, str | None]:
             return "", "its boxed answers are empty, unclosed or disagree"
         return answer, None
     return gold.strip(), None
-

@@ -214,7 +214,7 @@ def strip_wrappers(latex: str) -> str:
 
 
 def _strip_outer_brackets(s: str) -> str:
-    """"((5))" -> "5" and "{7}" -> "7", but "(1, 2)" and "(1)(2)" keep theirs. One pass: the
+    """ "((5))" -> "5" and "{7}" -> "7", but "(1, 2)" and "(1)(2)" keep theirs. One pass: the
     position of each bracket's partner, then peel the layers that wrap everything."""
     if not s or s[0] not in "({":
         return s
@@ -277,18 +277,14 @@ def canonical(latex: str) -> str:
 
 _NUMBER = re.compile(r"^[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d{0,2}(?: \d{3})+|\d+|(?=\.\d))(?:\.\d+)?$")
 _REPEATING = re.compile(r"^(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{?(\d+)\}?$")  # 0.1\overline{6}
-_FRACTION = re.compile(
-    r"^([-+]?)\\frac\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))$"
-)
+_FRACTION = re.compile(r"^([-+]?)\\frac\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))$")
 _SLASH_FRACTION = re.compile(r"^([-+]?)(\d+)\s*/\s*(\d+)$")
 _MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
 _PERCENT = re.compile(r"\s*(?:%|\bpercent(?:age)?|\bpct)$")
 _DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
 _BASE_TEN = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*10\s*\}|10)$")
 _ANY_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
-NUMBER_TOKEN = re.compile(
-    r"(?<![\w.^_])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*(?:\\?%|percent\b))?(?![\w^])"
-)
+NUMBER_TOKEN = re.compile(r"(?<![\w.^_])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*(?:\\?%|percent\b))?(?![\w^])")
 # A bound, an approximation or an exclusion around a number is not the number: "more than 5",
 # "about 5", "5 or more", "any number except 5", in English or in a few other languages ("etwa 5", "约5").
 # Before the number, or after it (also after a comma or in parentheses: "5, roughly", "5 (approx.)"); "min"
@@ -364,7 +360,9 @@ NEGATION = re.compile(r"\b(?:not|never|cannot)\b|n't\b", re.IGNORECASE)
 class PlainNumber:
     value: Fraction  # exact: "0.375" -> 3/8; a percent sign is dropped (28 answers a 28% gold)
     form: str  # "integer", "decimal", "repeating" or "fraction"
-    reduced: bool = True  # a fraction in lowest terms with a denominator above 1 ("6/8" and "4/1" are not)
+    # In final form: a fraction in lowest terms with a denominator above 1 ("6/8" and "4/1" are not), a repeating
+    # decimal whose period is not all nines.
+    reduced: bool = True
 
 
 @functools.lru_cache(maxsize=256)
@@ -383,7 +381,8 @@ def as_number(latex: str) -> PlainNumber | None:
         sign, whole, lead, period = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
         repeat = Fraction(int(lead + period) - int(lead or "0"), 10 ** len(lead) * (10 ** len(period) - 1))
         value = int(whole) + repeat
-        return PlainNumber(-value if sign else value, "repeating")
+        # A period of nines is another spelling of a terminating number (4.9\overline{9} is 5): not in final form.
+        return PlainNumber(-value if sign else value, "repeating", reduced=set(period) != {"9"})
     if m := _MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
         sign, num, den = m.group(1), int(m.group(3)), int(m.group(4))
         return _fraction(sign, int(m.group(2)) * den + num, den, den > num)

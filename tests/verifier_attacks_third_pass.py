@@ -201,8 +201,6 @@ THIRD_PASS: list[Case] = [
              "a bracket after the box that is no condition on the value"),
             ("How many apples?", "So $\\boxed{5}$ (but Tom ate 2 of them earlier).", "5", "gsm8k",
              "a remark in brackets after the box"),
-            ("Find the sum.", "The sum is $\\boxed{5}$.\n\nThe value 7 would be correct if the sequence started at 0.",
-             "5", "math", "a counterfactual after the box"),
             ("How much does she make?", "Before giving the final answer, we check 3 cases.\nSo $\\boxed{18}$.", "18",
              "gsm8k", "'the final answer' in passing states nothing"),
             ("How much does she make?", "The answer is not 9, since that counts eggs.\nSo $\\boxed{18}$.", "18",
@@ -222,4 +220,51 @@ THIRD_PASS: list[Case] = [
     ],
 ]
 
-CASES: list[Case] = [*EARLIER_CASES, *THIRD_PASS]
+# The lead's fourth look: another reading of the question offered beside the answer, conditions, percent, nines.
+FOURTH_PASS: list[Case] = [
+    *_cases("hedge", "Tom has 3 apples and buys 2 more. How many apples does he have?", "5", [
+        ("$\\boxed{5}$. If the question meant he gave 2 away, it would be 1.", False,
+         "another reading's value in a later conditional sentence"),
+        ("So he has $\\boxed{5}$ apples.\n\nHad he bought 4, the answer would be 7.", False,
+         "a counterfactual naming another value"),
+        ("The answer is 5. Assuming he ate one on the way, he would have 4.", False,
+         "an assumption giving another value"),
+        ("The sum is $\\boxed{5}$.\n\nThe value 7 would be correct if he had bought 4.", False,
+         "another value declared right under a condition"),
+        ("$\\boxed{5}$\n\nIf he had bought 3 instead, he would have 6, which is not what the question says.", True,
+         "a counterfactual the response itself rules out"),
+        ("$\\boxed{5}$\n\nIf we check: 3 + 2 = 5, so he would have 5 apples.", True,
+         "a condition that restates the same value"),
+        ("$\\boxed{5}$\n\nIf he had not bought any, he would have only 3, so buying 2 more gives 5.", True,
+         "a counterfactual that is denied"),
+    ], dataset="gsm8k"),
+    *_cases("qualifier", "Tom has 3 apples and buys 2 more. How many apples does he have?", "5", [
+        (_box("5 \\text{ (if no apples were eaten)}"), False, "a condition inside the box"),
+        (_box("5 \\text{ unless he ate some}"), False, "an exception inside the box"),
+        ("Final answer: either 5", False, "a choice word with one value"),
+        (_box("5 \\text{ assuming none rot}"), False, "an assumption inside the box"),
+        ("#### 5%", False, "a percent the question does not ask for"),
+        (_box("5\\%"), False, "a percent in the box the question does not ask for"),
+        (_box("5 \\text{ percent}"), False, "a percent in words the question does not ask for"),
+        ("The answer is 5 (3 + 2).", True, "the work in brackets after the answer, worth it"),
+        ("The answer is 5 apples (= 3 + 2).", True, "the work in brackets with an equals sign"),
+        ("The answer is 5 (3 + 2 = 5).", True, "the work in brackets as an equation"),
+        ("The answer is 5 (3 + 4).", False, "work in brackets worth another value"),
+        ("The answer is 5 (7).", False, "a second value in brackets"),
+        ("The answer is five.", False, "a number in words: GSM8K answers are numbers written in digits"),
+    ], dataset="gsm8k"),
+    *_cases("qualifier", "What percent of the 20 students are girls if 5 are girls?", "25", [
+        ("#### 25%", True, "a percent the question asks for"),
+        (_box("25\\%"), True, "a boxed percent the question asks for"),
+    ], dataset="gsm8k"),
+    *_cases("near", "Find $x$ if $x - 2 = 3$.", "5", [
+        (_box("4.9\\overline{9}"), False, "a period of nines: another spelling of 5, not a final answer"),
+        (_box("4.\\overline{9}"), False, "a period of nines right after the point"),
+        (_box("\\text{five}"), False, "a number in words is not a number written out (as Math-Verify reads it)"),
+    ]),
+    *_cases("near", "Write $\\frac{1}{3}$ as a decimal.", "0.\\overline{3}", [
+        (_box("0.\\overline{3}"), True, "a repeating decimal that is not all nines"),
+    ]),
+]
+
+CASES: list[Case] = [*EARLIER_CASES, *THIRD_PASS, *FOURTH_PASS]

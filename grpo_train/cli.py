@@ -200,6 +200,9 @@ def eval_main(argv: list[str] | None = None) -> int:
         return 2
     shown = {k: v for k, v in summary.items() if not k.startswith("by_")}
     print(json.dumps(shown, indent=1))
+    for name, failure in summary.get("fn_first_failure", {}).items():
+        print(f"grpo-eval: warning: reward function {name}: {failure} (scored 0; counted in fn/{name}/"
+              f"{failure.partition(':')[0]})", file=sys.stderr)
     print(f"grpo-eval: accuracy {summary['accuracy']:.4f} on {summary['n']} problems; files in {out}")
     return 0
 

@@ -241,39 +241,44 @@ class Origin:
     file: str = "<defaults>"
     overrides: tuple[tuple[str, str], ...] = ()  # (dotted key, the override text that set it)
 
-    def of(self, key: str) -> str:
-        """The override that set `key` (or a section holding it), else the file."""
-        for set_key, text in reversed(self.overrides):
-            if key == set_key or key.startswith((set_key + ".", set_key + "[")):
-                return f"{self.file} (override {text!r})"
-        return self.file
+    def of(self, key: str, problem: str = "") -> str:
+        """The overrides that set `key` (or a section holding it) or a key the problem names ("must divide
+        algorithm.prompts_per_step * ..."), else the file."""
+        keys = [key, *_NAMED_KEY.findall(problem)]
+        texts = [text for set_key, text in self.overrides
+                 if any(k == set_key or k.startswith((set_key + ".", set_key + "[")) for k in keys)]
+        return f"{self.file} (override {', '.join(map(repr, dict.fromkeys(texts)))})" if texts else self.file
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.of(key, problem)}: {key}: {problem}")
+
+
+_NAMED_KEY = re.compile(r"\b(?:model|data|rollout|reward|algorithm|learner|run|ustat)\.\w+")
 
 
 def validate(cfg: Config, origin: Origin | str = "<config>") -> None:
-    """Raise ConfigError naming the first key whose value is out of range, and where it was set."""
+    """Raise ConfigError naming the first key whose value is out of range, and where it was set (for a check of
+    several keys, the overrides of any key its message names)."""
     origin = Origin(origin) if isinstance(origin, str) else origin
     for key, problem in _ustat_problems(cfg):
-        raise ConfigError(f"{origin.of(key)}: {key}: {problem}")
+        raise origin.error(key, problem)
     for key, allowed in _CHOICES.items():
         value = get_key(cfg, key)
         if value not in allowed:
             raise ConfigError(f"{origin.of(key)}: {key}: {value!r} is not one of {', '.join(allowed)}")
     for key, ok, requirement in _range_checks(cfg):
         if not ok:
-            raise ConfigError(f"{origin.of(key)}: {key}: {get_key(cfg, key)!r} {requirement}")
-    if cfg.algorithm.prompts_per_step * cfg.algorithm.group_size % cfg.algorithm.mini_batches:
-        raise ConfigError(
-            f"{origin.of('algorithm.mini_batches')}: algorithm.mini_batches: {cfg.algorithm.mini_batches} must divide "
-            f"prompts_per_step * group_size = {cfg.algorithm.prompts_per_step * cfg.algorithm.group_size}"
-        )
+            raise origin.error(key, f"{get_key(cfg, key)!r} {requirement}")
+    a = cfg.algorithm
+    if a.prompts_per_step * a.group_size % a.mini_batches:
+        raise origin.error("algorithm.mini_batches", f"{a.mini_batches} must divide algorithm.prompts_per_step * "
+                           f"algorithm.group_size = {a.prompts_per_step * a.group_size}")
     if cfg.run.overwrite and cfg.run.resume != "never":
-        raise ConfigError(f"{origin.of('run.overwrite')}: run.overwrite: true cannot go with run.resume="
-                          f"{cfg.run.resume} (resume continues the run in output_dir, overwrite moves it aside): "
-                          "set one of them")
+        raise origin.error("run.overwrite", f"true cannot go with run.resume={cfg.run.resume} (resume continues the "
+                           "run in output_dir, overwrite moves it aside): set one of them")
     problems = _data_problems(cfg.data, cfg.run.eval_size) + _reward_problems(cfg.reward)
     if problems:
-        key, problem = problems[0]
-        raise ConfigError(f"{origin.of(key)}: {key}: {problem}")
+        raise origin.error(*problems[0])
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,7 +21,7 @@ from grpo_train.config import Config, ConfigError, RewardConfig, load_config, so
 from grpo_train.data import Problem
 from grpo_train.rewards import RewardFunction, reward_functions
 from grpo_train.rollout import Rollout, SamplingSpec
-from grpo_train.verifier_pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem
+from grpo_train.verifier_pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, function_errors
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -86,18 +86,25 @@ def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Pro
 
 
 def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunction] = ()) -> dict[str, Any]:
-    """Accuracy and counts overall, pass@k / mean@k, breakdowns by subject / level / category, and each reward
-    function's mean value (before its weight) and status counts on the greedy completions."""
+    """Fractions under the names metrics.jsonl gives them under `eval/` (accuracy, no_answer, truncated, ...), the
+    counts behind them under `counts`, pass@k / mean@k, breakdowns by subject / level / category, and each reward
+    function's mean value (before its weight) and fractions of failed calls, as `eval/fn/` logs them, with the
+    first error or timeout of each function that failed."""
     n = len(items)
-    summary: dict[str, Any] = {
-        "n": n,
-        "accuracy": sum(i.greedy_correct for i in items) / n if n else None,  # JSON has no NaN
+    counts = {
         "correct": sum(i.greedy_correct for i in items),
         "no_answer": sum(i.greedy_status == "no_answer" for i in items),
-        "timeouts": sum(i.greedy_status == "timeout" for i in items),
-        "errors": sum(i.greedy_status == "error" for i in items),
+        "timeout": sum(i.greedy_status == "timeout" for i in items),
+        "error": sum(i.greedy_status == "error" for i in items),
         "truncated": sum(i.truncated for i in items),
-        "completion_tokens_mean": sum(i.completion_tokens for i in items) / n if n else None,
+    }
+    fraction = (lambda count: count / n) if n else (lambda count: None)  # JSON has no NaN
+    summary: dict[str, Any] = {
+        "n": n,
+        "accuracy": fraction(counts["correct"]),
+        **{key: fraction(counts[key]) for key in ("no_answer", "timeout", "error", "truncated")},
+        "completion_len": fraction(sum(i.completion_tokens for i in items)),
+        "counts": counts,
     }
     if k > 1 and n:
         for j in sorted({1, k} | {2 ** e for e in range(1, int(math.log2(k)) + 1)}):
@@ -105,8 +112,11 @@ def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunct
         summary[f"mean@{k}"] = sum(sum(i.samples_correct) / k for i in items) / n
     for j, fn in enumerate(functions):
         scores = [i.functions[j] for i in items]
-        summary[f"reward/{fn.name}"] = {"mean": sum(f.value for f in scores if f.status == "ok") / n if n else None,
-                                        **Counter(f.status for f in scores)}
+        summary[f"fn/{fn.name}"] = fraction(sum(f.value for f in scores if f.status == "ok"))
+        for status in ("no_answer", "error", "timeout"):
+            summary[f"fn/{fn.name}/{status}"] = fraction(sum(f.status == status for f in scores))
+    if failures := function_errors([i.functions for i in items], functions):
+        summary["fn_first_failure"] = failures  # {name: "error: ..."}: what to fix first
     for key in ("subject", "level", "category"):
         groups: dict[str, list[bool]] = defaultdict(list)
         for item in items:

@@ -144,7 +144,10 @@ class PromptRenderer:
 
     def _from_template(self, problem: Problem) -> str:
         assert self.template is not None
-        rendered = self.template.render(problem)
+        # The question and the gold also go by the names the data gives them (data.question_key / answer_key).
+        aliases = {key: value for key, value in ((self.cfg.question_key, problem.question),
+                                                 (self.cfg.answer_key, problem.gold)) if key}
+        rendered = self.template.render(problem, aliases)
         if isinstance(rendered, str) and self.cfg.template == "raw":
             return rendered
         if isinstance(rendered, str):
@@ -188,11 +191,11 @@ class TemplateFile:
         else:
             self.text = env.from_string(text)
 
-    def render(self, problem: Problem) -> str | list[dict[str, str]]:
-        """The prompt text, or the chat messages, for `problem`."""
+    def render(self, problem: Problem, aliases: dict[str, Any] | None = None) -> str | list[dict[str, str]]:
+        """The prompt text, or the chat messages, for `problem`; `aliases` are more names for its fields."""
         import jinja2
 
-        record = problem.record()
+        record = {**(aliases or {}), **problem.record()}
         try:
             if self.messages is None:
                 return self.text.render(record)

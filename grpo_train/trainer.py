@@ -142,9 +142,10 @@ def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Conf
             "config": to_dict(cfg), **({"ustat": monitor.state_dict()} if monitor is not None else {})}
 
 
-def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, group: EngineGroup) -> dict[str, float]:
+def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config,
+             group: EngineGroup) -> tuple[dict[str, float], dict[str, str]]:
     """Greedy accuracy on the held-out problems: each engine decodes its part, each rank scores its own share;
-    the reward functions' means."""
+    the reward functions' means; and each function's first failure on this rank's share."""
     items = group.share(run_eval(engine, tokenizer, renderer, pool, group.prompts(problems), RewardConfig(),
                                  cfg.rollout.max_tokens))
     sums = {
@@ -159,7 +160,18 @@ def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config, group: En
         for value in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
             mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == value]
             sums[f"eval/{key}/{value}"] = (sum(mine), len(mine))
-    return global_means(sums)
+    return global_means(sums), function_errors([i.functions for i in items], pool.functions)
+
+
+def report_first_failures(logger: MetricsLogger, failures: dict[str, str], reported: set[str], prefix: str) -> None:
+    """Print the first error or timeout of each reward function in training (prefix reward/fn/) and in eval
+    (eval/fn/); later ones are counted in the metrics only."""
+    for name, failure in failures.items():
+        if f"{prefix}{name}" not in reported:
+            reported.add(f"{prefix}{name}")
+            status = failure.partition(":")[0]  # error or timeout
+            logger.print(f"warning: reward function {name}: {failure} (scored 0; counted in {prefix}{name}/{status}; "
+                         f"the first failure of each function is printed)")
 
 
 def train(cfg: Config) -> Path:
@@ -196,7 +208,7 @@ def train(cfg: Config) -> Path:
     engine = make_engine(cfg, seed=cfg.run.seed + group.index)
     verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s,
                             functions=reward_functions(cfg.reward))
-    reported_failures: set[str] = set()  # reward functions whose first error / timeout has been printed
+    reported_failures: set[str] = set()  # "reward/fn/<name>", "eval/fn/<name>": first failure printed
     save_hf = checkpoint.hf_folder_writer(learner.base_config, model_path)
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
@@ -238,7 +250,8 @@ def train(cfg: Config) -> Path:
     # Rows after the resumed step (all rows, on a fresh start) are from an attempt that was cut short.
     logger.truncate_after(start_step if resume_from is not None else -1)
     if resume_from is None and eval_problems:
-        before = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group)
+        before, eval_failures = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group)
+        report_first_failures(logger, eval_failures, reported_failures, "eval/fn/")
         logger.log(0, before)
         logger.print(f"eval before training: {logger.eval_summary(before)} on {len(eval_problems)}")
 
@@ -274,12 +287,8 @@ def train(cfg: Config) -> Path:
         t0 = time.perf_counter()
         texts, scores = verify(verifier, tokenizer, rollouts, problems, cfg.reward)
         rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)  # [n_prompts * G]
-        for name, failure in function_errors([s.functions for s in scores], verifier.functions).items():
-            if name not in reported_failures:  # the first per function; later ones are counted in the metrics
-                reported_failures.add(name)
-                status = failure.partition(":")[0]  # error or timeout
-                logger.print(f"warning: reward function {name}: {failure} (scored 0; counted in reward/fn/{name}/"
-                             f"{status}; the first failure of each function is printed)")
+        failures = function_errors([s.functions for s in scores], verifier.functions)
+        report_first_failures(logger, failures, reported_failures, "reward/fn/")
         t_reward = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
@@ -393,7 +402,9 @@ def train(cfg: Config) -> Path:
         # --------------------------------------------------------------------------------------------
         # 9. Eval: every eval_every steps and after the last one (in the same metrics row)
         if eval_problems and (step == cfg.run.steps or (cfg.run.eval_every and step % cfg.run.eval_every == 0)):
-            metrics.update(evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group))
+            eval_metrics, eval_failures = evaluate(engine, tokenizer, renderer, verifier, eval_problems, cfg, group)
+            report_first_failures(logger, eval_failures, reported_failures, "eval/fn/")
+            metrics.update(eval_metrics)
         logger.log(step, metrics)
 
         # --------------------------------------------------------------------------------------------

@@ -71,6 +71,20 @@ def test_an_error_names_the_override_that_set_the_key(tmp_path):
         load_config(path, ["model=3"])
 
 
+def test_a_check_of_several_keys_names_the_override_of_each_key_it_names(tmp_path):
+    path = write(tmp_path, "algorithm:\n  prompts_per_step: 2\n  group_size: 4\n  mini_batches: 8\n")
+    with pytest.raises(ConfigError) as err:  # mini_batches from the file no longer divides 2 x 2
+        load_config(path, ["algorithm.group_size=2"])
+    assert str(err.value).startswith(f"{path} (override 'algorithm.group_size=2'): algorithm.mini_batches: 8 must")
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, "run:\n  overwrite: true\n", "o.yaml"), ["run.resume=auto"])
+    assert "(override 'run.resume=auto'): run.overwrite: true cannot go with run.resume=auto" in str(err.value)
+    odd = write(tmp_path, "algorithm:\n  prompts_per_step: 2\n  group_size: 4\n  mini_batches: 3\n", "odd.yaml")
+    with pytest.raises(ConfigError) as err:  # no key it names set by an override: the file alone
+        load_config(odd, ["run.seed=3"])
+    assert str(err.value).startswith(f"{odd}: algorithm.mini_batches: 3 must")
+
+
 @pytest.mark.parametrize("override, allowed", [
     ("run.resume=yes", "never, auto (latest complete checkpoint in output_dir) or a checkpoint path"),
     ("run.wandb=true", "disabled, offline or online"),

@@ -471,6 +471,18 @@ def test_template_file_text_in_a_chat_turn_and_raw(tokenizer, tmp_path):
         raw.text(missing)
 
 
+def test_template_file_names_the_question_as_the_data_does(tokenizer, tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("Q: {{ prompt }} (also {{ question }}); gold {{ solution }}")
+    cfg = DataConfig(template="raw", template_file=str(template), question_key="prompt", answer_key="solution",
+                     kind="gsm8k")
+    problem = Problem("cd:1", "What is 2 + 2?", "4", "gsm8k", {"source": "mine"})
+    assert PromptRenderer(tokenizer, cfg).text(problem) == "Q: What is 2 + 2? (also What is 2 + 2?); gold 4"
+    without_keys = PromptRenderer(tokenizer, DataConfig(template="raw", template_file=str(template)))
+    with pytest.raises(DataError, match="'prompt' is undefined"):
+        without_keys.text(problem)
+
+
 def test_template_file_messages_with_a_prefill(tokenizer, tmp_path):
     template = tmp_path / "t.yaml"
     template.write_text("- role: system\n  content: You think first, then answer.\n"

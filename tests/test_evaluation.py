@@ -45,7 +45,8 @@ def test_summary_counts_and_breakdowns():
              item(False, [False, False, False, False], subject="Algebra", level=2),
              item(True, [True, True, True, True], subject="Geometry", level=2)]
     summary = summarise(items, k=4)
-    assert summary["n"] == 3 and summary["correct"] == 2 and summary["no_answer"] == 1
+    assert summary["n"] == 3 and summary["counts"]["correct"] == 2 and summary["counts"]["no_answer"] == 1
+    assert summary["no_answer"] == pytest.approx(1 / 3) and summary["error"] == 0  # fractions, as eval/ in metrics
     assert summary["accuracy"] == pytest.approx(2 / 3)
     # mean@4 = (1/4 + 0 + 1) / 3; pass@4 = (1 + 0 + 1) / 3; pass@1 = mean@4
     assert summary["mean@4"] == pytest.approx(1.25 / 3)
@@ -66,8 +67,10 @@ def test_summary_of_reward_functions():
     items = [EvalItem(Problem("u", "q", "", "none"), "t", False, "unchecked", None, False, 5, [], functions=f)
              for f in scores]
     summary = summarise(items, functions=functions)
-    assert summary["reward/fmt"] == {"mean": pytest.approx(2 / 3), "ok": 3}  # values, before the weight 0.5
-    assert summary["reward/mine"] == {"mean": pytest.approx(2 / 3), "ok": 1, "timeout": 1, "no_answer": 1}
+    assert summary["fn/fmt"] == pytest.approx(2 / 3) and summary["fn/fmt/error"] == 0  # values, before the weight 0.5
+    assert summary["fn/mine"] == pytest.approx(2 / 3)
+    assert summary["fn/mine/timeout"] == summary["fn/mine/no_answer"] == pytest.approx(1 / 3)
+    assert summary["fn_first_failure"] == {"mine": "timeout: over 4 s"}  # grpo-eval prints it
 
 
 def grpo_eval(tmp_path: Path, *args: str) -> dict:
@@ -80,8 +83,8 @@ def grpo_eval(tmp_path: Path, *args: str) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     completions = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
     assert len(completions) == summary["n"]
-    assert summary["correct"] == sum(c["correct"] for c in completions)
-    assert summary["no_answer"] == sum(c["status"] == "no_answer" for c in completions)
+    assert summary["counts"]["correct"] == sum(c["correct"] for c in completions)
+    assert summary["counts"]["no_answer"] == sum(c["status"] == "no_answer" for c in completions)
     return summary
 
 

@@ -57,9 +57,11 @@ _ALTERNATIVE_AFTER_BOX = re.compile(
     r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
     re.I,
 )
-# In the box's sentence: a new line that starts a new sentence ("\n\nIf we check: 3 + 2 = 5") is read as later text.
+# In the box's sentence only: a line break is crossed when the line goes on in lowercase ("\\boxed{5}\n unless ..."); a
+# new paragraph or sentence ("\n\nIf we check: 3 + 2 = 5") is later text. (The lookahead stops at the next line break,
+# so a run of line breaks is read in linear time.)
 _CONDITION_AFTER_BOX = re.compile(
-    r"(?:[ \t$*_]|\n(?=[\s$*_]*(?-i:[a-z,;(\[—–-])))*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I
+    r"(?:[ \t$*_]|\n(?=[ \t$*_]*(?-i:[a-z,;(\[—–-])))*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I
 )
 # A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
 _BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
@@ -415,7 +417,8 @@ def _offered_later(rest: str, answer: str) -> bool:
                 for value in _FIRST_VALUE.finditer(sentence)
                 if _WOULD_BE_RIGHT.match(sentence, value.end())
             ]
-            values += [ending.group(1)] if (ending := _ENDS_ON_VALUE.search(sentence.rstrip())) else []
+            # Its last 60 characters: a search of the whole sentence from every comma would be quadratic.
+            values += [ending.group(1)] if (ending := _ENDS_ON_VALUE.search(sentence.rstrip()[-60:])) else []
         if any(not _same_answer(v.strip(), answer) for v in values):
             return True
     return False

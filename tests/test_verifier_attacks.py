@@ -70,6 +70,9 @@ def test_hedge_and_invisible_rules_stay_linear_on_a_megabyte():
         ("\\boxed{4}" + ". " * (n // 2) + "\\boxed{5}", False),
         ("Final Answer: 5" + " or maybe" * (n // 9), True),  # no second value is offered
         ("\\boxed{" * (n // 7) + "5" + "}" * (n // 7), False),
+        ("\\boxed{5}" + "\n" * n + "if 7", True),  # the condition after a box stays in its sentence
+        ("\\boxed{5}. If " + "1," * (n // 2) + "x", True),  # a conditional sentence ending on no value
+        ("\\boxed{5}. If " + "1,000" * (n // 5) + "x", True),
     ]
     for response, expected in inputs:
         started = time.perf_counter()

@@ -49,6 +49,11 @@ KNOWN_HARMLESS = (
     "is not found in LD_PRELOAD",  # CPU: tcmalloc / libiomp speed-ups of vLLM's CPU backend, optional
     "doesn't allow to use `torch.set_num_threads`",  # CPU: vLLM pinned its threads; the call is ignored
     "Setting accelerator to CPU",  # DeepSpeed on a machine without GPUs
+    # model.dtype bfloat16/float16 with fp32 weights coming in (a float32 checkpoint at start; an fp32 learner's
+    # push at every sync, one line per tensor): the rounding to the sampler's dtype the config asks for
+    "with dtype torch.float32 into parameter with dtype torch.bfloat16",
+    "with dtype torch.float32 into parameter with dtype torch.float16",
+    "Failed to create oneDNN linear",  # CPU without native bf16: vLLM's bf16 layers fall back to torch's matmul
 )
 
 

@@ -54,6 +54,11 @@ def library_logging():
 def vllm_lines(capfd) -> list[str]:
     logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").warning(
         "%s: Failed to load weights", "RotaryEmbedding")
+    loader = logging.getLogger("vllm.model_executor.models.utils")
+    loader.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s", "model.norm.weight",
+                   "torch.float32", "torch.bfloat16")  # the rounding model.dtype asks for: harmless
+    loader.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s", "model.norm.weight",
+                   "torch.bfloat16", "torch.float16")  # can overflow: stays
     logging.getLogger("vllm.v1.worker.cpu_worker").warning("KV cache is too small: out of blocks")
     logging.getLogger("vllm.engine.arg_utils").info("non-default args: {}")
     return [line for line in capfd.readouterr().out.splitlines() if line.strip()]
@@ -61,7 +66,10 @@ def vllm_lines(capfd) -> list[str]:
 
 def test_default_level_drops_known_harmless_lines_and_keeps_real_warnings(library_logging, capfd):
     assert configure_library_logs("warning") == "warning"
-    assert vllm_lines(capfd) == ["vllm.v1.worker.cpu_worker WARNING: KV cache is too small: out of blocks"]
+    assert vllm_lines(capfd) == [
+        "vllm.model_executor.models.utils WARNING: Attempted to load weight model.norm.weight with dtype "
+        "torch.bfloat16 into parameter with dtype torch.float16",
+        "vllm.v1.worker.cpu_worker WARNING: KV cache is too small: out of blocks"]
     assert os.environ["VLLM_CONFIGURE_LOGGING"] == "0"  # vLLM leaves its logger to us
 
 
@@ -69,7 +77,7 @@ def test_info_level_and_the_environment_variable_show_everything(library_logging
     monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "info")
     assert configure_library_logs("warning") == "info"
     lines = vllm_lines(capfd)
-    assert len(lines) == 3 and "RotaryEmbedding: Failed to load weights" in lines[0]
+    assert len(lines) == 5 and "RotaryEmbedding: Failed to load weights" in lines[0]
 
 
 def test_a_users_own_vllm_logging_settings_are_left_alone(library_logging, capfd, monkeypatch):

@@ -5,7 +5,8 @@
 
 Batches go through `grpo_train.verifier_pool` (worker processes, hard per-item timeout). The work is split
 over flat modules: verifier_text (what is printed, normalised spellings, plain numbers), verifier_extract
-(finding the final answer), verifier_form (answer-form rules, cost bound) and verifier_compare (equality).
+(finding the final answer), verifier_hedge (retractions, hedges, other values offered), verifier_form
+(answer-form rules, cost bound) and verifier_compare (equality).
 The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here); a
 false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
 

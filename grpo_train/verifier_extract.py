@@ -7,6 +7,19 @@ from __future__ import annotations
 
 import re
 
+from grpo_train.verifier_hedge import (
+    HEDGE,
+    RETRACTION,
+    SENTENCE_BREAK,
+    SENTENCE_END,
+    SPAN_CHARS,
+    UNSURE,
+    alternative_follows,
+    offered_later,
+    offers_several,
+    retracts,
+    same_answer,
+)
 from grpo_train.verifier_text import (
     EQUALS,
     MATH_SPAN,
@@ -16,7 +29,6 @@ from grpo_train.verifier_text import (
     QUALIFIER_AFTER_BOX,
     QUALIFIER_BEFORE_BOX,
     as_number,
-    canonical,
     clean,
     gsm8k_number,
     matching_brace,
@@ -24,7 +36,6 @@ from grpo_train.verifier_text import (
 )
 
 MAX_BOXES = 64  # more boxes than this is spam, not an answer
-SPAN_CHARS = 300  # how far after "the answer is" we read the answer
 CLOSING_CHARS = 2000  # how much of an unmarked response's end we read for its closing sentence
 
 BOX_START = re.compile(r"\\(?:boxed|fbox)\b\s*")
@@ -35,75 +46,6 @@ _JOINER = re.compile(
     r"(?:\s|\$|,|;|:|\.|&|\\\\|\\[\[\]()]|(?<!\\)\\[,;:! ]|\\q?quad|\\text\s*\{|\}"
     r"|\band\b|\bfor\b|\bparts?\b|\brespectively\b|\(\s*(?:[a-h]|i{1,3}|iv|v|vi{0,3}|\d)\s*\))*",
     re.IGNORECASE,
-)
-_RETRACTION = re.compile(
-    r"\b(?:wait|actually|oops|mistake|misread|not right|incorrect|wrong|re-?check\w*|re-?do\w*"
-    r"|re-?calculat\w*|re-?consider\w*|correction|on second thought|on (?:further )?reflection|revis\w*"
-    r"|let me (?:fix|correct))\b",
-    re.IGNORECASE,
-)
-# Words that offer a value as one possibility among others: a hedge, never a retraction.
-_HEDGE = re.compile(
-    r"\b(?:if|unless|otherwise|in case|possib\w*|alternativ\w*|either|or|could|might|(?:maybe|perhaps)(?!\s+I\b))\b",
-    re.IGNORECASE,
-)
-_UNSURE = re.compile(r"\b(?:probabl\w*|likely|sure|guess\w*|believe|think)\b", re.IGNORECASE)
-_HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
-_ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
-_ALTERNATIVE_AFTER_BOX = re.compile(
-    # One character per repetition (a run of dots or dashes can be split only one way: no exponential backtracking).
-    rf"[\s$*_]*(?:[.;,(\[?!…—–-][\s*_]*)*(?:\\text\s*\{{\s*)?"
-    rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
-    r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
-    re.I,
-)
-# In the box's sentence only: a line break is crossed when the line goes on in lowercase ("\\boxed{5}\n unless ..."); a
-# new paragraph or sentence ("\n\nIf we check: 3 + 2 = 5") is later text. (The lookahead stops at the next line break,
-# so a run of line breaks is read in linear time.)
-_CONDITION_AFTER_BOX = re.compile(
-    r"(?:[ \t$*_]|\n(?=[ \t$*_]*(?-i:[a-z,;(\[—–-])))*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I
-)
-# A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
-_BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
-_CONDITION = re.compile(
-    r"\b(?:if|unless|otherwise|else|or|maybe|perhaps|possibly|alternativ\w*"
-    r"|(?:an)?other\s+(?:possible\s+)?(?:answer|value|option|solution|possibility))\b",
-    re.I,
-)  # not "when" ("(when divided by 4)") nor a bare "other" ("(the other 2 were broken)")
-# A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
-_VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|\s*[,;]\s*(?=[-+]?\.?\d)")
-# A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."
-_OFFERED = re.compile(
-    r"\b(?:could|might|may|possibly|perhaps|maybe)\s+(?:also\s+|even\s+|just\s+|well\s+)?(?:be|equal)\s+"
-    r"|\b(?:alternative|backup|second|other|another|different)(?:\s+possible)?\s+(?:answer|guess|option|possibility"
-    r"|solution|value)s?\b[\s:=*]*(?:is\s+|would\s+be\s+)?"
-    r"|\b(?:alternatively|or\s+(?:maybe|perhaps|possibly|else))\b[\s,:]*(?:it\s+(?:is|could\s+be)\s+)?",
-    re.IGNORECASE,
-)
-_OFFERED_AFTER = re.compile(
-    r"\s+(?:is|are|would\s+be|seems|might\s+be|could\s+be)\s+(?:also\s+|equally\s+)?(?:possible|plausible|valid"
-    r"|correct|right|acceptable|an?\s+(?:option|possibility|alternative|candidate))\b"
-    r"|\s+(?:also|too|equally|as\s+well)\s+(?:works?|fits?|counts?|holds?|applies|satisfies)\b",
-    re.IGNORECASE,
-)
-# A later sentence giving another value under a condition: another reading of the question offered beside the
-# answer ("If the question meant weekly, it would be 35.", "7 would be correct if the sequence started at 0.").
-_CONDITION_WORD = re.compile(r"\b(?:if|unless|assuming|suppos\w+|had|were|otherwise|instead)\b", re.IGNORECASE)
-_WOULD_GIVE = re.compile(
-    r"(?:\bwould\s+(?:be|have|get|give|equal|make|become|need|cost|take|pay|earn|spend|total)"
-    r"|\b(?:answer|result|total)\s+(?:is|becomes|will\s+be))\b[\s:,=]*(?:(?:only|just|exactly|then|the\s+answer)\s+)*"
-    r"\$?\s*",
-    re.IGNORECASE,
-)
-# ... or the value the conditional sentence ends on: "If he ate one, then 4.", "If we count Tom, it is 6."
-_ENDS_ON_VALUE = re.compile(
-    r"(?:,|\bthen\b)\s*(?:(?:it|that|this)\s+(?:is|becomes|will\s+be)\s+|it's\s+)?\$?\s*([-+]?\.?\d[\d,]*(?:\.\d+)?)"
-    r"\$?\s*[.!]?\s*$",
-    re.IGNORECASE,
-)
-_WOULD_BE_RIGHT = re.compile(r"\$?\s+would\s+be\s+(?:the\s+)?(?:correct|right|valid|answer)\b", re.IGNORECASE)
-_DENIED = re.compile(
-    r"\b(?:not|never|wrong|incorrect|too|impossible|invalid|extraneous|contradict\w*|cannot)\b|n't\b", re.IGNORECASE
 )
 _JOINED_VALUE = re.compile(
     r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;|\|)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
@@ -117,13 +59,6 @@ _ASKS_EXTREME = re.compile(
 )
 _APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
 _ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
-_RULED_OUT = re.compile(
-    r"\b(?:not|never|cannot|extraneous|reject\w*|ruled?\s+out|discard\w*|invalid|impossible|violat\w*|would)\b|n't\b",
-    re.IGNORECASE,
-)
-_ANY_VALUE = re.compile(r"\d|\$")
-_INTERJECTION = re.compile(r"^[\s*_>]*(?:(?:hmm+|hm+|oh|ah|uh|well|no|so|but)\b[\s,.!]*)*", re.I)
-_ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
 # The last words of the qualifiers in QUALIFIER_BEFORE_BOX (a word that is none of them spares its regex).
 _QUALIFIER_END_WORDS = (
     "than least most minimum maximum about around approx approx. approximately roughly nearly almost circa ca. to"
@@ -135,15 +70,6 @@ _QUALIFIER_END_WORDS = (
 )
 _QUALIFIER_ENDS = frozenset(_QUALIFIER_END_WORDS.split())
 _TAG = re.compile(r"</?[a-zA-Z][\w-]{0,20}>")  # "<answer>\\boxed{5}</answer>": markup, not a relation
-_FILLER = re.compile(
-    r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
-    r"|perhaps))*[\s,:*_}]*",
-    re.IGNORECASE,
-)
-# The first value of a clause: a box, a math span or a number (whichever comes first).
-_FIRST_VALUE = re.compile(
-    r"\\(?:boxed|fbox)\s*\{([^{}]*)\}|(?<![\\$])\$([^$\n]+?)\$|(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)(?![\w])"
-)
 _FINAL_ANSWER = re.compile(r"final answer(?:\s+is)?[\s:*]*", re.IGNORECASE)
 _ANSWER_IS = re.compile(r"\banswer(?:\s+is|\s*:|(?=\s*(?:\$|\\[\[(])))[\s:*]*", re.IGNORECASE)
 _HASH_ANSWER = re.compile(r"####[ \t]*")
@@ -152,10 +78,8 @@ _MARKDOWN_EDGES = re.compile(r"^[\s*_]*[*_](?=\S)|(?<=\S)\s*(?:[*_]+\s*\.?|\.\s*
 _CHAT_TOKEN = re.compile(r"<\|[^|>]{1,40}\|>|</s>")  # "<|im_start|>user": the next turn, not the answer
 _HOPE_TAIL = re.compile(r"I hope it is correct\.?$", re.IGNORECASE)
 _LIST_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or)\s*", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 # A sentence also starts after displayed math: "... \\geq 2.$$ Therefore, it increases by 100%."
 _CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
 _LAST_IS_WORD = re.compile(r".*\b(?:is|are|equals)\s+(?=\S)", re.DOTALL)
 _LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DOTALL)
 _CONCLUSION = re.compile(
@@ -207,65 +131,11 @@ def _boxed_answer(text: str, boxes: list[tuple[int, int, str]]) -> str | None:
     retracts the boxes before it ("Wait, that is not right") but offers alternatives near them ("if that
     is wrong", "alternatively") is a hedge, not a retraction."""
     groups = _group_boxes(text, boxes)
-    committed = max((i for i, (_, gap) in enumerate(groups) if i > 0 and _retracts(gap)), default=0)
+    committed = max((i for i, (_, gap) in enumerate(groups) if i > 0 and retracts(gap)), default=0)
     answer = groups[-1][0]
     if BOX_START.search(answer):
         return None  # "\boxed{7\boxed{5}}": two answers in one
-    return answer if all(_same_answer(g, answer) for g, _ in groups[committed:]) else None
-
-
-def _retracts(gap: str) -> bool:
-    """A gap retracts the boxes before it when a sentence of it says they are wrong without a condition
-    or an alternative ("Wait, that is not right", not "if that is wrong") and the sentence that leads
-    to the next box offers no alternative ("alternatively, it could be")."""
-    if _RETRACTION.search(gap) is None:
-        return False
-    sentences = _SENTENCE_BREAK.split(gap)
-    retracting = [s for s in sentences if _RETRACTION.search(s)]
-    return any(not _HEDGE.search(s) for s in retracting) and not _HEDGE.search(sentences[-1])
-
-
-def _same_answer(first: str, second: str) -> bool:
-    """Whether two boxes of one response agree (same text, or same number: 15\\frac{39}{40} and 639/40)."""
-    if first == second:
-        return True  # one box, compared with itself by _boxed_answer
-    numbers = as_number(clean(first)), as_number(clean(second))
-    same_number = None not in numbers and numbers[0].value == numbers[1].value
-    return same_number or canonical(first) == canonical(second)
-
-
-def _alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool:
-    """A different value offered right after the answer: "\\boxed{5} (or possibly 7)", "The answer is 5.
-    Or 7.", "\\boxed{5}, or maybe it is 7" (after a box a plain "or" too: "\\boxed{5} or 7"). The value
-    must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
-    3 x 6 = 18" offers nothing."""
-    pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
-    if bare_or and (bracket := _BRACKET_AFTER_BOX.match(text, pos)) and _CONDITION.search(bracket.group(1)):
-        values = [v for m in _FIRST_VALUE.finditer(bracket.group(1)) for v in m.groups() if v is not None]
-        if any(not _same_answer(v.strip(), answer) for v in values):
-            return True  # "\\boxed{5} (7 if counting Tom)", "\\boxed{5} (other possible answer: 7)"
-    if bare_or and (condition := _CONDITION_AFTER_BOX.match(text, pos)) is not None:
-        clause = _SENTENCE_END.split(text[condition.end() : condition.end() + SPAN_CHARS], maxsplit=1)[0]
-        values = [v for m in _FIRST_VALUE.finditer(clause) for v in m.groups() if v is not None]
-        if any(not _same_answer(v.strip(), answer) for v in values):
-            return True  # "\\boxed{5} unless Tom ate 2": the answer under a condition, another value otherwise
-    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
-        value = _FIRST_VALUE.match(text, match.end())
-        if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
-            return not _same_answer(next(g for g in value.groups() if g is not None), answer)
-    if (match := pattern.match(text, pos)) is None:
-        return False
-    filler = _FILLER.match(text, match.end())
-    value = _FIRST_VALUE.match(text, filler.end())
-    return value is not None and not _same_answer(next(g for g in value.groups() if g is not None), answer)
-
-
-def _offers_several(sentence: str) -> bool:
-    """A sentence that offers two values with hedging words: "7, or maybe it is 5", "5 (or possibly 7)"."""
-    prose = MATH_SPAN.sub(" $ ", sentence)
-    values = len(MATH_SPAN.findall(sentence)) + len(NUMBER_TOKEN.findall(prose))
-    hedged = re.search(r"\b(?:either|maybe|perhaps|possibly|alternatively)\b", prose, re.I)
-    return values > 1 and hedged is not None
+    return answer if all(same_answer(g, answer) for g, _ in groups[committed:]) else None
 
 
 def _span_after(text: str, pos: int) -> str | None:
@@ -273,22 +143,22 @@ def _span_after(text: str, pos: int) -> str | None:
     A sentence that qualifies its value ("approximately $5$") or joins two with "or" is returned whole,
     math unwrapped, for the comparison to judge; one that hedges ("7, or maybe 5") gives None."""
     rest = text[pos : pos + SPAN_CHARS].lstrip()
-    end = _SENTENCE_END.search(rest, 1)
+    end = SENTENCE_END.search(rest, 1)
     sentence = _HOPE_TAIL.sub("", (rest[: end.start()] if end else rest).rstrip())
-    if _offers_several(sentence):
+    if offers_several(sentence):
         return None
     unwrapped = MATH_SPAN.sub(lambda m: math_content(m), sentence)
     if (span := MATH_SPAN.match(rest)) is not None:
-        if _alternative_follows(rest, span.end(), math_content(span), bare_or=False):
+        if alternative_follows(rest, span.end(), math_content(span), bare_or=False):
             return None  # "The answer is $5$ (or $7$)."
-        if end is not None and _alternative_follows(rest, end.start(), math_content(span), bare_or=False):
+        if end is not None and alternative_follows(rest, end.start(), math_content(span), bare_or=False):
             return None  # "The answer is $5$. Or 7."
         # "$5$ or $7$", "$5$ apples or $7$ apples", "$5$ / $7$", "$5$ and $7$": a list, for the comparison to judge.
         joined = _JOINED_VALUE.match(rest, span.end())
         return unwrapped if joined is not None else math_content(span)
     sentence = sentence.removeprefix("$")  # "$90." is a price, not a math span
     sentence = _describing_clause_kept(sentence, _after_last_is(sentence))
-    if end is not None and _alternative_follows(rest, end.start(), sentence, bare_or=False):
+    if end is not None and alternative_follows(rest, end.start(), sentence, bare_or=False):
         return None  # "The answer is 5. Or 7."
     spans = list(MATH_SPAN.finditer(sentence))
     if len(spans) == 1 and not QUALIFIER.search(sentence) and not re.search(r"\bor\b", sentence):
@@ -302,7 +172,7 @@ def _describing_clause_kept(sentence: str, tail: str) -> str:
     no value: a retraction or a negation is not a description)."""
     if tail is sentence or MATH_SPAN.search(tail) or re.search(r"\d", tail):
         return tail
-    if NEGATION.search(tail) or _RETRACTION.search(tail) or _HEDGE.search(tail) or _UNSURE.search(tail):
+    if NEGATION.search(tail) or RETRACTION.search(tail) or HEDGE.search(tail) or UNSURE.search(tail):
         return tail
     head = sentence[: len(sentence) - len(tail)]
     if "," not in head or re.search(r"\d", head[head.rindex(",") :]):
@@ -363,10 +233,10 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
         return "hedge", None, 0
     answer = span.strip() or None
     for earlier, later in zip(reversed(matches[:-1]), reversed(matches[1:]), strict=True):
-        if _retracts(text[earlier.end() : later.start()]):
+        if retracts(text[earlier.end() : later.start()]):
             break
         stated = _span_after(text, earlier.end())
-        if stated is not None and answer is not None and not _same_answer(stated.strip(), answer):
+        if stated is not None and answer is not None and not same_answer(stated.strip(), answer):
             return "hedge", None, 0
     if answer is not None and _retracted_after(text, matches[-1].end(), answer):
         return "hedge", None, 0
@@ -377,55 +247,8 @@ def _retracted_after(text: str, pos: int, answer: str) -> bool:
     """A sentence after the stated answer that retracts it and offers another value with a hedge ("Wait, no,
     it might be 7."); a check that only restates the work ("Wait, let me check: 2 + 3 = 5.") does not."""
     rest = text[pos:]
-    end = _SENTENCE_END.search(rest, 1)
-    return _offered_later(rest[end.end() :] if end else "", answer)
-
-
-def _offered_later(rest: str, answer: str) -> bool:
-    """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
-    that offers another value as possible ("It could also be 7.", "However, 7 is also possible.") or under a
-    condition ("If the question meant weekly, it would be 35.")."""
-    if not _ANY_VALUE.search(rest):
-        return False  # nothing after the answer names a value (most responses end there)
-    for sentence in _SENTENCE_BREAK.split(rest):
-        values = []
-        if _RETRACTION.search(sentence) and _HEDGE.search(sentence):  # "Wait, no, it might be 7."
-            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
-        elif (
-            (_RETRACTION.match(_INTERJECTION.sub("", sentence)) or _UNSURE.search(sentence))
-            and _RETRACTION.search(sentence)
-            and not _ARITHMETIC.search(sentence)
-        ):
-            # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
-            # check: 12 - 3 = 9.")
-            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
-        if not _RULED_OUT.search(sentence):  # "The other solution is 3, which is extraneous.": not offered
-            for offer in _OFFERED.finditer(sentence):
-                if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
-                    values.append(next(g for g in value.groups() if g is not None))
-            for value in _FIRST_VALUE.finditer(sentence):
-                if _OFFERED_AFTER.match(sentence, value.end()):
-                    values.append(next(g for g in value.groups() if g is not None))
-        if _CONDITION_WORD.search(sentence) and not _DENIED.search(sentence):  # another reading's value
-            values += [
-                _first_group(value)
-                for would in _WOULD_GIVE.finditer(sentence)
-                if (value := _FIRST_VALUE.match(sentence, would.end())) is not None
-            ]
-            values += [
-                _first_group(value)
-                for value in _FIRST_VALUE.finditer(sentence)
-                if _WOULD_BE_RIGHT.match(sentence, value.end())
-            ]
-            # Its last 60 characters: a search of the whole sentence from every comma would be quadratic.
-            values += [ending.group(1)] if (ending := _ENDS_ON_VALUE.search(sentence.rstrip()[-60:])) else []
-        if any(not _same_answer(v.strip(), answer) for v in values):
-            return True
-    return False
-
-
-def _first_group(match: re.Match[str]) -> str:
-    return next(group for group in match.groups() if group is not None)
+    end = SENTENCE_END.search(rest, 1)
+    return offered_later(rest[end.end() :] if end else "", answer)
 
 
 def _closing_answer(text: str) -> str | None:
@@ -446,7 +269,7 @@ def _closing_answer(text: str) -> str | None:
     prose = MATH_SPAN.sub(" $ ", sentence)
     if NEGATION.search(prose) or not (_CONCLUSION.search(prose) or re.search(r":\s*\$", prose)):
         return None
-    if _offers_several(sentence):
+    if offers_several(sentence):
         return None
     whole, sentence = sentence, _after_last_is(sentence)  # "... = 2/3 Therefore, the probability is 2/3."
     if spans := list(MATH_SPAN.finditer(sentence)):
@@ -474,7 +297,7 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     words = before.rstrip(" \t\n$*_:([\\").rsplit(None, 4)[-4:]  # a qualifier ends within the last words
     tokens = [w.lower().strip(",;:.!?*-–—") for w in words]
     if any(t in _QUALIFIER_ENDS or t.endswith("ly") or (t and not (t.isalpha() and t.isascii())) for t in tokens):
-        before = _SENTENCE_BREAK.split(before)[-1]
+        before = SENTENCE_BREAK.split(before)[-1]
         qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(after)
     else:  # the word before the box cannot end a qualifier ("... is $\\boxed{5}$"): only what follows is read
         qualifier = QUALIFIER_AFTER_BOX.match(after)
@@ -508,7 +331,7 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
     if boxes:
         if (answer := _boxed_answer(response, boxes)) is not None:
             end = boxes[-1][1]
-            if _alternative_follows(response, end, answer, bare_or=True) or _offered_later(response[end:], answer):
+            if alternative_follows(response, end, answer, bare_or=True) or offered_later(response[end:], answer):
                 return None, "conflict", 0  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
             after = response[end:]
             final = _last_match(after, _FINAL_ANSWER) if "final answer" in lowered[end:] else None
@@ -560,7 +383,7 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
             continue  # the marker of the answer's own statement ("The answer is $\\boxed{5}$")
         if marker is BOX_START and pos <= other.start() < pos + len(answer) + 40:
             continue  # the box of the answer's own statement
-        if other.start() < pos and (_retracts(response[other.end() : pos]) or (
+        if other.start() < pos and (retracts(response[other.end() : pos]) or (
             marker is BOX_START and _FINAL_ANSWER.match(response, pos)
         )):  # fmt: skip
             continue  # revised (C3), or boxes settled by a final-answer statement after them
@@ -599,7 +422,7 @@ def _agree(stated: str | None, answer: str) -> bool:
     if stated is None:
         return False
     value = _plain_value(BOX_START.sub("", stated))
-    return _same_answer(stated.strip(), answer) or (value is not None and value == _plain_value(answer))
+    return same_answer(stated.strip(), answer) or (value is not None and value == _plain_value(answer))
 
 
 def _plain_value(text: str) -> object | None:
@@ -616,7 +439,7 @@ def gold_answer(gold: str, dataset: str) -> tuple[str, str | None]:
     if BOX_START.search(gold):
         boxes = find_boxes(gold) or []
         answer = _boxed_answer(gold, boxes) if boxes else None
-        if answer is None or any(not _same_answer(box[2], boxes[0][2]) for box in boxes):  # "\\boxed{1}\\boxed{2}"
+        if answer is None or any(not same_answer(box[2], boxes[0][2]) for box in boxes):  # "\\boxed{1}\\boxed{2}"
             return "", "its boxed answers are empty, unclosed or disagree"
         return answer, None
     return gold.strip(), None

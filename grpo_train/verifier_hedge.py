@@ -1,0 +1,201 @@
+"""Whether a response commits to one value: retractions, hedges and other values offered beside the answer
+(the rules in grpo_train/verifier.py; used by grpo_train/verifier_extract.py).
+
+Regexes and linear scans only: safe on a 1 MB response.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grpo_train.verifier_text import MATH_SPAN, NUMBER_TOKEN, as_number, canonical, clean
+
+SPAN_CHARS = 300  # how far after "the answer is" we read the answer
+RETRACTION = re.compile(
+    r"\b(?:wait|actually|oops|mistake|misread|not right|incorrect|wrong|re-?check\w*|re-?do\w*"
+    r"|re-?calculat\w*|re-?consider\w*|correction|on second thought|on (?:further )?reflection|revis\w*"
+    r"|let me (?:fix|correct))\b",
+    re.IGNORECASE,
+)
+# Words that offer a value as one possibility among others: a hedge, never a retraction.
+HEDGE = re.compile(
+    r"\b(?:if|unless|otherwise|in case|possib\w*|alternativ\w*|either|or|could|might|(?:maybe|perhaps)(?!\s+I\b))\b",
+    re.IGNORECASE,
+)
+UNSURE = re.compile(r"\b(?:probabl\w*|likely|sure|guess\w*|believe|think)\b", re.IGNORECASE)
+_HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
+_ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
+_ALTERNATIVE_AFTER_BOX = re.compile(
+    # One character per repetition (a run of dots or dashes can be split only one way: no exponential backtracking).
+    rf"[\s$*_]*(?:[.;,(\[?!…—–-][\s*_]*)*(?:\\text\s*\{{\s*)?"
+    rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
+    r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
+    re.I,
+)
+# In the box's sentence only: a line break is crossed when the line goes on in lowercase ("\\boxed{5}\n unless ..."); a
+# new paragraph or sentence ("\n\nIf we check: 3 + 2 = 5") is later text. (The lookahead stops at the next line break,
+# so a run of line breaks is read in linear time.)
+_CONDITION_AFTER_BOX = re.compile(
+    r"(?:[ \t$*_]|\n(?=[ \t$*_]*(?-i:[a-z,;(\[—–-])))*(?:[,;(\[—–-]\s*)?(?:\\text\s*\{\s*)?(?:if|unless|except)\b", re.I
+)
+# A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
+_BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
+_CONDITION = re.compile(
+    r"\b(?:if|unless|otherwise|else|or|maybe|perhaps|possibly|alternativ\w*"
+    r"|(?:an)?other\s+(?:possible\s+)?(?:answer|value|option|solution|possibility))\b",
+    re.I,
+)  # not "when" ("(when divided by 4)") nor a bare "other" ("(the other 2 were broken)")
+# A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
+_VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|\s*[,;]\s*(?=[-+]?\.?\d)")
+# A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."
+_OFFERED = re.compile(
+    r"\b(?:could|might|may|possibly|perhaps|maybe)\s+(?:also\s+|even\s+|just\s+|well\s+)?(?:be|equal)\s+"
+    r"|\b(?:alternative|backup|second|other|another|different)(?:\s+possible)?\s+(?:answer|guess|option|possibility"
+    r"|solution|value)s?\b[\s:=*]*(?:is\s+|would\s+be\s+)?"
+    r"|\b(?:alternatively|or\s+(?:maybe|perhaps|possibly|else))\b[\s,:]*(?:it\s+(?:is|could\s+be)\s+)?",
+    re.IGNORECASE,
+)
+_OFFERED_AFTER = re.compile(
+    r"\s+(?:is|are|would\s+be|seems|might\s+be|could\s+be)\s+(?:also\s+|equally\s+)?(?:possible|plausible|valid"
+    r"|correct|right|acceptable|an?\s+(?:option|possibility|alternative|candidate))\b"
+    r"|\s+(?:also|too|equally|as\s+well)\s+(?:works?|fits?|counts?|holds?|applies|satisfies)\b",
+    re.IGNORECASE,
+)
+# A later sentence giving another value under a condition: another reading of the question offered beside the
+# answer ("If the question meant weekly, it would be 35.", "7 would be correct if the sequence started at 0.").
+_CONDITION_WORD = re.compile(r"\b(?:if|unless|assuming|suppos\w+|had|were|otherwise|instead)\b", re.IGNORECASE)
+_WOULD_GIVE = re.compile(
+    r"(?:\bwould\s+(?:be|have|get|give|equal|make|become|need|cost|take|pay|earn|spend|total)"
+    r"|\b(?:answer|result|total)\s+(?:is|becomes|will\s+be))\b[\s:,=]*(?:(?:only|just|exactly|then|the\s+answer)\s+)*"
+    r"\$?\s*",
+    re.IGNORECASE,
+)
+# ... or the value the conditional sentence ends on: "If he ate one, then 4.", "If we count Tom, it is 6."
+_ENDS_ON_VALUE = re.compile(
+    r"(?:,|\bthen\b)\s*(?:(?:it|that|this)\s+(?:is|becomes|will\s+be)\s+|it's\s+)?\$?\s*([-+]?\.?\d[\d,]*(?:\.\d+)?)"
+    r"\$?\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+_WOULD_BE_RIGHT = re.compile(r"\$?\s+would\s+be\s+(?:the\s+)?(?:correct|right|valid|answer)\b", re.IGNORECASE)
+_DENIED = re.compile(
+    r"\b(?:not|never|wrong|incorrect|too|impossible|invalid|extraneous|contradict\w*|cannot)\b|n't\b", re.IGNORECASE
+)
+_RULED_OUT = re.compile(
+    r"\b(?:not|never|cannot|extraneous|reject\w*|ruled?\s+out|discard\w*|invalid|impossible|violat\w*|would)\b|n't\b",
+    re.IGNORECASE,
+)
+_ANY_VALUE = re.compile(r"\d|\$")
+_INTERJECTION = re.compile(r"^[\s*_>]*(?:(?:hmm+|hm+|oh|ah|uh|well|no|so|but)\b[\s,.!]*)*", re.I)
+_ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
+_FILLER = re.compile(
+    r"(?:[\s,:]*\b(?:it|is|it's|was|could|might|would|should|be|also|even|just|the|answer|value|possibly|maybe"
+    r"|perhaps))*[\s,:*_}]*",
+    re.IGNORECASE,
+)
+# The first value of a clause: a box, a math span or a number (whichever comes first).
+_FIRST_VALUE = re.compile(
+    r"\\(?:boxed|fbox)\s*\{([^{}]*)\}|(?<![\\$])\$([^$\n]+?)\$|(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)(?![\w])"
+)
+SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
+SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
+
+
+def retracts(gap: str) -> bool:
+    """A gap retracts the boxes before it when a sentence of it says they are wrong without a condition
+    or an alternative ("Wait, that is not right", not "if that is wrong") and the sentence that leads
+    to the next box offers no alternative ("alternatively, it could be")."""
+    if RETRACTION.search(gap) is None:
+        return False
+    sentences = SENTENCE_BREAK.split(gap)
+    retracting = [s for s in sentences if RETRACTION.search(s)]
+    return any(not HEDGE.search(s) for s in retracting) and not HEDGE.search(sentences[-1])
+
+
+def same_answer(first: str, second: str) -> bool:
+    """Whether two boxes of one response agree (same text, or same number: 15\\frac{39}{40} and 639/40)."""
+    if first == second:
+        return True  # one box, compared with itself by _boxed_answer
+    numbers = as_number(clean(first)), as_number(clean(second))
+    same_number = None not in numbers and numbers[0].value == numbers[1].value
+    return same_number or canonical(first) == canonical(second)
+
+
+def alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool:
+    """A different value offered right after the answer: "\\boxed{5} (or possibly 7)", "The answer is 5.
+    Or 7.", "\\boxed{5}, or maybe it is 7" (after a box a plain "or" too: "\\boxed{5} or 7"). The value
+    must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
+    3 x 6 = 18" offers nothing."""
+    pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
+    if bare_or and (bracket := _BRACKET_AFTER_BOX.match(text, pos)) and _CONDITION.search(bracket.group(1)):
+        values = [v for m in _FIRST_VALUE.finditer(bracket.group(1)) for v in m.groups() if v is not None]
+        if any(not same_answer(v.strip(), answer) for v in values):
+            return True  # "\\boxed{5} (7 if counting Tom)", "\\boxed{5} (other possible answer: 7)"
+    if bare_or and (condition := _CONDITION_AFTER_BOX.match(text, pos)) is not None:
+        clause = SENTENCE_END.split(text[condition.end() : condition.end() + SPAN_CHARS], maxsplit=1)[0]
+        values = [v for m in _FIRST_VALUE.finditer(clause) for v in m.groups() if v is not None]
+        if any(not same_answer(v.strip(), answer) for v in values):
+            return True  # "\\boxed{5} unless Tom ate 2": the answer under a condition, another value otherwise
+    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
+        value = _FIRST_VALUE.match(text, match.end())
+        if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
+            return not same_answer(next(g for g in value.groups() if g is not None), answer)
+    if (match := pattern.match(text, pos)) is None:
+        return False
+    filler = _FILLER.match(text, match.end())
+    value = _FIRST_VALUE.match(text, filler.end())
+    return value is not None and not same_answer(next(g for g in value.groups() if g is not None), answer)
+
+
+def offers_several(sentence: str) -> bool:
+    """A sentence that offers two values with hedging words: "7, or maybe it is 5", "5 (or possibly 7)"."""
+    prose = MATH_SPAN.sub(" $ ", sentence)
+    values = len(MATH_SPAN.findall(sentence)) + len(NUMBER_TOKEN.findall(prose))
+    hedged = re.search(r"\b(?:either|maybe|perhaps|possibly|alternatively)\b", prose, re.I)
+    return values > 1 and hedged is not None
+
+
+def offered_later(rest: str, answer: str) -> bool:
+    """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
+    that offers another value as possible ("It could also be 7.", "However, 7 is also possible.") or under a
+    condition ("If the question meant weekly, it would be 35.")."""
+    if not _ANY_VALUE.search(rest):
+        return False  # nothing after the answer names a value (most responses end there)
+    for sentence in SENTENCE_BREAK.split(rest):
+        values = []
+        if RETRACTION.search(sentence) and HEDGE.search(sentence):  # "Wait, no, it might be 7."
+            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
+        elif (
+            (RETRACTION.match(_INTERJECTION.sub("", sentence)) or UNSURE.search(sentence))
+            and RETRACTION.search(sentence)
+            and not _ARITHMETIC.search(sentence)
+        ):
+            # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
+            # check: 12 - 3 = 9.")
+            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
+        if not _RULED_OUT.search(sentence):  # "The other solution is 3, which is extraneous.": not offered
+            for offer in _OFFERED.finditer(sentence):
+                if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
+                    values.append(next(g for g in value.groups() if g is not None))
+            for value in _FIRST_VALUE.finditer(sentence):
+                if _OFFERED_AFTER.match(sentence, value.end()):
+                    values.append(next(g for g in value.groups() if g is not None))
+        if _CONDITION_WORD.search(sentence) and not _DENIED.search(sentence):  # another reading's value
+            values += [
+                _first_group(value)
+                for would in _WOULD_GIVE.finditer(sentence)
+                if (value := _FIRST_VALUE.match(sentence, would.end())) is not None
+            ]
+            values += [
+                _first_group(value)
+                for value in _FIRST_VALUE.finditer(sentence)
+                if _WOULD_BE_RIGHT.match(sentence, value.end())
+            ]
+            # Its last 60 characters: a search of the whole sentence from every comma would be quadratic.
+            values += [ending.group(1)] if (ending := _ENDS_ON_VALUE.search(sentence.rstrip()[-60:])) else []
+        if any(not same_answer(v.strip(), answer) for v in values):
+            return True
+    return False
+
+
+def _first_group(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None)

@@ -27,10 +27,11 @@ colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% c
      "$x > \\boxed{5}$", "not $\\boxed{5}$", "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5}$?",
      "$\\boxed{5}$ is wrong") leaves no answer, and so does the box as an operand of a larger expression: a number,
      operator or sign before it or a command's argument opening around it ("1\\boxed{5}", "-\\boxed{5}",
-     "\\frac{\\boxed{5}}{2}", "10^{\\boxed{5}}"), a power, factorial, product, quotient, arrow, "= value", or a digit,
-     lone letter or ordinal glued after it ("\\boxed{5}^2", "\\boxed{5}!", "\\boxed{5} = 7", "\\boxed{5}0",
-     "\\boxed{5}x", "\\boxed{5}\\text{th}"), or a scale word or a unit other than the one asked right after it
-     ("$\\boxed{5}$ thousand"); markdown's * and _ are emphasis, "= x" names it, and a degree or percent sign
+     "\\frac{\\boxed{5}}{2}", "10^{\\boxed{5}}"), past spacing, empty groups and closing brackets a power, factorial,
+     product, quotient, arrow or "= value" after it ("\\boxed{5}^2", "(\\boxed{5})^2", "\\boxed{5}\\,^2", "\\boxed{5}!",
+     "\\boxed{5} = 7"), a digit, lone letter, ordinal or exponent glued on ("\\boxed{5}0", "\\boxed{5}x",
+     "\\boxed{5}\\text{th}", "\\boxed{5}\\mathrm{e}3"), or a scale word or a unit other than the one asked right
+     after it ("$\\boxed{5}$ thousand"); markdown's * and _ are emphasis, "= x" names it, and a degree or percent sign
      after it is the answer's ("$\\boxed{30}^\\circ$", "$\\boxed{28}\\%$"). A qualifier is allowed when it is
      what the problem asks for: "at most" / "at least"
      when it asks for a greatest or least value, "\\approx" / "about" when it asks to round or estimate (without
@@ -53,7 +54,8 @@ answer ("\\boxed{5} (or possibly 7)", "\\boxed{5} / 7", "\\boxed{5} (7?)", "\\bo
 7", "\\boxed{5} (7 if counting Tom)", "\\boxed{5} unless Tom ate 2", "The answer is 5. Or 7."), or a later sentence
 offering or correcting to another value ("It could also be 7.", "7 is also possible.", "7 also works.",
 "Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.", a later line that is only another value or
-a label, a relation, an arrow or a bullet and one: "#### 5\\n7", "P.S. 7", "Note: 7.", "= 7", "- 7", "\\[7\\]"), a
+a label, a relation, an arrow or a bullet and one, in math, code or bold or not: "#### 5\\n7", "P.S. 7", "Note: 7.",
+"1) 7", "= 7", "- 7", "\\[7\\]", "`7`"), a
 value joined to the box that ends its clause ("\\boxed{5} and 7", "\\boxed{5} (also 7)", "\\boxed{5} & 7",
 "$\\boxed{5}$, 7", "\\boxed{5} -> 7", "\\boxed{5} vs 7", "\\boxed{5}\\text{ (or 7)}") or giving another value under a
 condition (another reading of the question: "If the question meant weekly, it would be 35.", "Had he bought 4, the

@@ -317,19 +317,26 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
 # "\\boxed{5} \\to 7", "\\boxed{5}0", "\\boxed{5}x", "\\boxed{5}th", "\\boxed{5}\\text{0}"). Markdown's * and _ around
 # a box are emphasis, "= x" after it names it; a degree or percent sign stays the answer's (the comparison judges it).
 _OPERAND_BEFORE = re.compile(
-    r"(?:[\d+\-^/×·]|\\(?:times|cdot|div|pm|mp|neg|lnot)|(?:[\^_]|\\(?:[dt]?frac|sqrt|[dt]?binom|log|ln|exp|sin|cos"
-    r"|tan|overline|bar|hat|tilde|widetilde|vec|[bx]?cancel|sout|not)\s*(?:\[[^\]]{0,20}\])?)\s*\{)\s*$"
+    r"(?:[\d+\-^/×·]|\\(?:times|cdot|div|pm|mp|neg|lnot)|(?:[\^_]\s*\{|\\(?:[dt]?frac|sqrt|[dt]?binom|log|ln|exp|sin|cos"
+    r"|tan|overline|bar|hat|tilde|widetilde|vec|[bx]?cancel|sout|not)\s*(?:\[[^\]]{0,20}\])?\s*\{?))\s*$"
+)
+# What may stand between the box and an operator: spacing, an empty group, a closing bracket ("(\\boxed{5})^2").
+_SPACER = (
+    r"(?:\s|\\[,;:! ]|\\q?quad(?![a-zA-Z])|\\[hk](?:space|ern)\*?\s*\{[^{}]{0,20}\}|\{\s*\}|\\right\s*[)\]|.]|[)\]])*"
 )
 _OPERAND_AFTER = re.compile(
-    r"(?!\s*(?:\^\s*\{?\s*\\circ|\\%|%))"
-    r"(?:\s*(?:[\^!/×·→]|_\s*[{\d]|->|=(?!\s*[a-zA-Z](?![a-zA-Z]))"
+    rf"(?!{_SPACER}(?:\^\s*\{{?\s*\\circ|\\%|%))"
+    rf"(?:{_SPACER}(?:[\^!/×·→]|_\s*[{{\d]|->|=(?!\s*[a-zA-Z](?![a-zA-Z]))"
     r"|\\(?:times|cdot|div|to|rightarrow|Rightarrow|implies|mapsto|not|neq?|ne)(?![a-zA-Z]))"
-    r"|\$?(?:[0-9]|(?:st|nd|rd|th)\b|[a-zA-Z](?![a-zA-Z]))|\\text\s*\{\s*(?:[0-9]|(?:st|nd|rd|th)\b))"
+    r"|(?:\\!|\{\s*\}|\\hspace\s*\{[^{}]{0,20}\})*\$?(?:[0-9]|(?:st|nd|rd|th)\b|[a-zA-Z](?![a-zA-Z])"
+    r"|\{\s*[0-9]|\\(?:text|mathrm|mathit)\s*\{(?:\s*[0-9]|(?:st|nd|rd|th)\b|[eE]\s*\}\s*[-+]?\d)))"
 )
 # A percent or degree sign right after the box is the answer's: "$\\boxed{5}\\%$" is 5%, "$\\boxed{30}^\\circ$" 30
 # degrees.
 _SIGN_AFTER_BOX = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\%|%|°)")
-_WORD_AFTER_BOX = re.compile(r"[\s$*_]*(?:\\text\s*\{\s*)?([a-zA-Z‰]+(?:\s+points?)?)")
+_WORD_AFTER_BOX = re.compile(
+    r"(?:[\s$*_(]|\\[,;:! ])*(?:\\(?:text|mathrm|textbf|mathbf)\s*\{\s*)?(?:\()?([a-zA-Z‰]+(?:\s+points?)?)"
+)
 
 
 def _box_is_operand(text: str, box: tuple[int, int, str], problem: str | None) -> bool:
@@ -343,7 +350,7 @@ def _box_is_operand(text: str, box: tuple[int, int, str], problem: str | None) -
     word = _WORD_AFTER_BOX.match(text, end)
     if word is None:
         return False
-    worded = f"{content} {word.group(1)}"
+    worded = f"1 {word.group(1)}"  # the word alone decides ("\\boxed{2k}" holds its own k)
     return scaled(worded, problem) or unit_conflict(worded, problem)
 
 

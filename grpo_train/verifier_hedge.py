@@ -107,10 +107,12 @@ _FIRST_VALUE = re.compile(
     r"\\(?:boxed|fbox)\s*\{([^{}]*)\}|(?<![\\$])\$([^$\n]+?)\$|(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)(?![\w])"
 )
 # A later line that is only a value, or a label, a relation, an arrow or a bullet and a value, a whole line ("#### 5
-# \n7", "\\boxed{5}\n\n$7$", "\\[7\\]", "P.S. 7", "Note: 7", "= 7", "- 7"): another value put beside the answer.
+# \n7", "\\boxed{5}\n\n$7$", "\\[7\\]", "`7`", "\\textbf{7}", "P.S. 7", "Note: 7", "Alt answer - 7", "1) 7", "= 7",
+# "- 7"): another value put beside the answer.
 _BARE_VALUE = re.compile(
-    r"[\s*_>#]*(?:[A-Za-z][A-Za-z.]{0,15}\s*[:.]\s*(?:[*_]+\s*)?|(?:=|->|→|⇒|-(?=\s))\s*)?"
-    r"(?:(?:\$\$?|\\\[|\\\()\s*)?([-+]?\.?\d[\d,]*(?:\.\d+)?)(?:\s*(?:\$\$?|\\\]|\\\)))?[\s*_]*(?:[.!]\s*)?"
+    r"[\s*_>#`]*(?:[A-Za-z][A-Za-z. ]{0,20}?\s*[:.)\-–—]\s*(?:[*_]+\s*)?|\d{1,2}[.)]\s+|(?:=|->|→|⇒|-(?=\s))\s*)?"
+    r"(?:(?:\$\$?|\\\[|\\\()\s*)?(?:\\(?:mathbf|textbf|mathrm|text|boxed)\s*\{\s*(?:\}\s*)?)?"
+    r"([-+]?\.?\d[\d,]*(?:\.\d+)?)(?:\s*\})?(?:\s*(?:\$\$?|\\\]|\\\)))?[\s*_`]*(?:[.!]\s*)?"
 )
 SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")

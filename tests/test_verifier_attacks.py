@@ -109,6 +109,13 @@ def test_fifth_pass_rules_stay_linear_on_a_megabyte():
         ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
         ("\\frac{" * (n // 6) + "\\boxed{5}", "math", None, False),
         ("$\\boxed{5}$" + " \\text{" * (n // 7), "math", None, True),
+        ("$\\boxed{5}" + "\\," * (n // 2) + "x", "math", None, True),
+        ("$\\boxed{5}" + "{}" * (n // 2) + "x", "math", None, False),  # a letter glued on after empty groups
+        ("$\\boxed{5}" + ")" * n + "x", "math", None, True),
+        ("$\\boxed{5}$\nNote" + " " * n + ":x", "math", None, True),
+        ("$\\boxed{5}$\n\\textbf{" + " " * n + "x", "math", None, True),
+        ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
+        ("$\\boxed{5}$\n7" + " " * n + "}x", "math", None, True),
     ]
     for response, dataset, problem, expected in inputs:
         started = time.perf_counter()

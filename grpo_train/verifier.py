@@ -31,11 +31,13 @@ colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% c
      product, quotient, arrow or "= value" after it ("\\boxed{5}^2", "(\\boxed{5})^2", "\\boxed{5}\\,^2", "\\boxed{5}!",
      "\\boxed{5} = 7"), a digit, lone letter, ordinal or exponent glued on ("\\boxed{5}0", "\\boxed{5}x",
      "\\boxed{5}\\text{th}", "\\boxed{5}\\mathrm{e}3"), or a scale word or a unit other than the one asked right
-     after it ("$\\boxed{5}$ thousand"); markdown's * and _ are emphasis, "= x" names it, and a degree or percent sign
-     after it is the answer's ("$\\boxed{30}^\\circ$", "$\\boxed{28}\\%$"). A qualifier is allowed when it is
-     what the problem asks for: "at most" / "at least"
-     when it asks for a greatest or least value, "\\approx" / "about" when it asks to round or estimate (without
-     the problem, what it asks is not known and such a bound is allowed).
+     after it ("$\\boxed{5}$ thousand"); inside math a term after it (a command that is not text, spacing, a
+     closing or a residue's \\pmod, a lone letter that is not a unit, a bracket: "\\boxed{2}\\sqrt{3}", "\\boxed{5}\\,
+     x"), and outside math arithmetic after the closing "$" ("$\\boxed{5}$ + 2"); markdown's * and _ are emphasis,
+     "= x" names it, and a degree or percent sign (or word) after it is the answer's ("$\\boxed{30}^\\circ$",
+     "$\\boxed{28}\\%$", "$\\boxed{28}$ percent"). A qualifier is allowed when it is what the problem asks for:
+     "at most" / "at least" when it asks for a greatest or least value, "\\approx" / "about" when it asks to round
+     or estimate (without the problem, what it asks is not known and such a bound is allowed).
   2. "The final answer is X" / "Final Answer: X" (the last one).
   3. "The answer is X" / "Answer: X" (the last one).
   4. GSM8K's "#### N".

@@ -331,9 +331,20 @@ _OPERAND_AFTER = re.compile(
     r"|(?:\\!|\{\s*\}|\\hspace\s*\{[^{}]{0,20}\})*\$?(?:[0-9]|(?:st|nd|rd|th)\b|[a-zA-Z](?![a-zA-Z])"
     r"|\{\s*[0-9]|\\(?:text|mathrm|mathit)\s*\{(?:\s*[0-9]|(?:st|nd|rd|th)\b|[eE]\s*\}\s*[-+]?\d)))"
 )
+# Inside math, a term right after the box (past spacing) multiplies it: a command that is not text, spacing or a
+# closing ("\\boxed{2}\\sqrt{3}", "\\boxed{2}\\pi", "\\boxed{5}\\frac12"; a residue's "\\pmod 7" is not), a lone letter
+# that is not a unit ("\\boxed{5}\\, x", "\\boxed{5} i"; "\\boxed{5}\\,m" is metres) or a bracket.
+_TERM_AFTER_BOX_IN_MATH = re.compile(
+    rf"{_SPACER}(?:\\(?!(?:text\w*|math(?:rm|bf|it|sf)|operatorname|q?quad|right|end|[,;:! %]|\\|circ|degree|[lc]?dots"
+    r"|hspace|kern|bigr?|Bigr?|[pb]?mod)(?![a-zA-Z]))[a-zA-Z]+|(?![mgshlLKCF])[a-zA-Z](?![a-zA-Z])|\("
+    r"|\\math(?:rm|it)\s*\{\s*[ie]\s*\})"
+)
+# Outside math, arithmetic right after the closing "$": "$\\boxed{5}$ + 2", "$\\boxed{5}$ x 2", "to the power 2".
+_ARITHMETIC_AFTER_BOX = re.compile(r"\s*\$+\s*(?:[+×÷^]|[x*/−-]\s*\d|to\s+the\s+(?:\w+\s+)?power\b)", re.I)
+_INLINE_DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)")
 # A percent or degree sign right after the box is the answer's: "$\\boxed{5}\\%$" is 5%, "$\\boxed{30}^\\circ$" 30
 # degrees.
-_SIGN_AFTER_BOX = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\%|%|°)")
+_SIGN_AFTER_BOX = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\%|%|°|(?:\$\s*)?(?:percent|per\s*cent)\b)", re.I)
 _WORD_AFTER_BOX = re.compile(
     r"(?:[\s$*_(]|\\[,;:! ])*(?:\\(?:text|mathrm|textbf|mathbf)\s*\{\s*)?(?:\()?([a-zA-Z‰]+(?:\s+points?)?)"
 )
@@ -345,13 +356,26 @@ def _box_is_operand(text: str, box: tuple[int, int, str], problem: str | None) -
     for "How many hours")."""
     start, end, content = box
     before = text[max(0, start - 40) : start]
-    if _OPERAND_BEFORE.search(before) or _OPERAND_AFTER.match(text, end):
+    if _OPERAND_BEFORE.search(before) or _OPERAND_AFTER.match(text, end) or _ARITHMETIC_AFTER_BOX.match(text, end):
+        return True
+    if _in_math(text, start) and _TERM_AFTER_BOX_IN_MATH.match(text, end):
         return True
     word = _WORD_AFTER_BOX.match(text, end)
     if word is None:
         return False
     worded = f"1 {word.group(1)}"  # the word alone decides ("\\boxed{2k}" holds its own k)
     return scaled(worded, problem) or unit_conflict(worded, problem)
+
+
+def _in_math(text: str, pos: int) -> bool:
+    """Whether `pos` is inside math: an odd number of single "$" before it on its line, or an unclosed "\\(", "\\["
+    or "$$" in the 400 characters before it."""
+    line = text[text.rfind("\n", max(0, pos - 400), pos) + 1 : pos]
+    if len(_INLINE_DOLLAR.findall(line)) % 2:
+        return True
+    window = text[max(0, pos - 400) : pos]
+    opened = window.rfind("\\(") > window.rfind("\\)") or window.rfind("\\[") > window.rfind("\\]")
+    return opened or window.count("$$") % 2 == 1
 
 
 def extract_answer(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str]:
@@ -387,7 +411,8 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
                 response, boxes[-1], problem
             ):
                 sign = _SIGN_AFTER_BOX.match(response, end)
-                return answer + (sign.group().strip() if sign else ""), "boxed", boxes[-1][0]
+                sign_text = "" if sign is None else "\\%" if "cent" in sign.group().lower() else sign.group().strip()
+                return answer + sign_text, "boxed", boxes[-1][0]
         _, statement, start = _last_statement(response[boxes[-1][1] :], _FINAL_ANSWER)
         return (statement, "final_answer", boxes[-1][1] + start) if statement is not None else (None, "conflict", 0)
     if BOX_START.search(response):

@@ -153,15 +153,16 @@ def alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool
         values = [v for m in _FIRST_VALUE.finditer(clause) for v in m.groups() if v is not None]
         if any(not same_answer(v.strip(), answer) for v in values):
             return True  # "\\boxed{5} unless Tom ate 2": the answer under a condition, another value otherwise
-    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
+    near = pos + SPAN_CHARS  # what is right after the box: a bounded window keeps a run of "$ $ ..." cheap
+    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos, near)) is not None and match.end() > pos:
         value = _FIRST_VALUE.match(text, match.end())
         if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
             return not same_answer(next(g for g in value.groups() if g is not None), answer)
-    if bare_or and (joined := _JOINED_AFTER_BOX.match(text, pos)) is not None:
+    if bare_or and (joined := _JOINED_AFTER_BOX.match(text, pos, near)) is not None:
         value = _FIRST_VALUE.match(text, joined.end())
         if value is not None and _CLAUSE_ENDS.match(text[value.end() : value.end() + 12]):
             return not same_answer(_first_group(value), answer)  # "\\boxed{5} and 7.": a second value
-    if (match := pattern.match(text, pos)) is None:
+    if (match := pattern.match(text, pos, near)) is None:
         return False
     filler = _FILLER.match(text, match.end())
     value = _FIRST_VALUE.match(text, filler.end())

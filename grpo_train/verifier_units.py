@@ -34,7 +34,7 @@ _UNITS = {
 _KIND_OF = {spelling: (kind, unit) for kind, units in _UNITS.items() for unit, spellings in units.items()
             for spelling in spellings.split()}  # fmt: skip
 # The unit right after an answer's last number: a word, or a degree sign.
-_UNIT_AFTER_NUMBER = re.compile(r"\d\s*(?:\^\s*\{?\s*(\\circ)\s*\}?|(°|\\degree\b)|(?:\\[,;: ])?\s*([a-zA-Z]+)\b)")
+_UNIT_AFTER_NUMBER = re.compile(r"\d(?:\s|\\[,;: ])*(?:\^\s*\{?\s*(\\circ)\s*\}?|(°|\\degree\b)|([a-zA-Z]+)\b)")
 
 
 def asked_scale_words(problem: str | None) -> set[str]:

@@ -102,20 +102,23 @@ def test_fifth_pass_rules_stay_linear_on_a_megabyte():
         ("#### " + "1 " * (n // 2) + "2", "gsm8k", None, False),
         ("#### " + "–" * n + "5", "gsm8k", None, False),
         ("#### 5" + "." * n, "gsm8k", None, False),
-        ("$\\boxed{5}" + " " * n + "x", "math", None, True),  # the operand and word checks after a box
+        ("$\\boxed{5}" + " " * n + "x", "math", None, False),  # in math: a letter after the box multiplies it
         ("$\\boxed{5}$" + "$" * n, "math", None, True),
         ("$\\boxed{5}$" + " *_" * (n // 3) + "x", "math", None, True),
         ("$\\boxed{5}$\n=" + " " * n + "x", "math", None, True),
         ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
         ("\\frac{" * (n // 6) + "\\boxed{5}", "math", None, False),
         ("$\\boxed{5}$" + " \\text{" * (n // 7), "math", None, True),
-        ("$\\boxed{5}" + "\\," * (n // 2) + "x", "math", None, True),
+        ("$\\boxed{5}" + "\\," * (n // 2) + "x", "math", None, False),  # the same past thin spaces
         ("$\\boxed{5}" + "{}" * (n // 2) + "x", "math", None, False),  # a letter glued on after empty groups
-        ("$\\boxed{5}" + ")" * n + "x", "math", None, True),
+        ("$\\boxed{5}" + ")" * n + "x", "math", None, False),  # and past closing brackets
         ("$\\boxed{5}$\nNote" + " " * n + ":x", "math", None, True),
         ("$\\boxed{5}$\n\\textbf{" + " " * n + "x", "math", None, True),
         ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
         ("$\\boxed{5}$\n7" + " " * n + "}x", "math", None, True),
+        ("x" * n + " $\\boxed{5}" + "\\," * 100 + "\\pi$", "math", None, False),  # in math: a term after the box
+        ("$" * n + "\\boxed{5}\\pi", "math", None, True),  # an even run of $ before it: not in inline math
+        ("$\\boxed{5}$" + " " * n + "+ 2", "math", None, False),
     ]
     for response, dataset, problem, expected in inputs:
         started = time.perf_counter()

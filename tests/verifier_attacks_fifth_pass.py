@@ -164,6 +164,14 @@ FIFTH_PASS: list[Case] = [
         ("$\\boxed{5}\\,\\text{k}$", False, "a thousands suffix after a thin space"),
         ("$\\boxed{5}\\ \\text{million}$", False, "a scale word in text after a space"),
         ("$\\boxed{5}$ (thousand)", False, "a scale word in brackets after the box"),
+        ("$\\boxed{2}\\sqrt{3}$", False, "a root multiplying the box"),
+        ("$\\boxed{2}\\pi$", False, "pi multiplying the box"),
+        ("$\\boxed{5}\\frac{1}{2}$", False, "a fraction after the box (a mixed number or a product)"),
+        ("$\\boxed{5}\\, x$", False, "a variable after a space in math"),
+        ("$\\boxed{5}\\mathrm{i}$", False, "the imaginary unit after the box"),
+        ("$\\boxed{5}$ + 2", False, "arithmetic after the math closes"),
+        ("$\\boxed{5}$ x 2", False, "a product in words after the math closes"),
+        ("$\\boxed{5}$ per cent", False, "a percent in words the question does not ask for"),
         ("The answer is **$\\boxed{5}$**.", True, "bold around the box"),
         ("_Final answer:_ $\\boxed{5}$ _(done)_", True, "italics around the box"),
         ("So the final answer is '$\\boxed{5}$'.", True, "quotes around the box"),
@@ -185,6 +193,11 @@ FIFTH_PASS: list[Case] = [
     ]),
     *_cases("operand", "What percent of the apples are red?", "28", [
         ("$\\boxed{28}\\%$", True, "a percent sign after the box when a percent is asked"),
+        ("$\\boxed{28}$ percent", True, "a percent in words after the box when a percent is asked"),
+    ]),
+    *_cases("operand", "What is the remainder when $17^{-1}$ is taken modulo 83?", "44", [
+        ("So $17^{-1} \\equiv \\boxed{44} \\pmod{83}$.", True, "a residue's modulus after the box"),
+        ("Thus the answer is $\\boxed{44}$ meters.", True, "a word after the math"),
     ]),
     *_cases("operand", "How many hours does the trip take?", "5", [
         ("$\\boxed{5}$ minutes", False, "a unit after the box, of the kind asked but another"),

@@ -6,12 +6,14 @@
 Batches go through `grpo_train.verifier_pool` (worker processes, hard per-item timeout). The work is split
 over flat modules: verifier_text (what is printed, normalised spellings, plain numbers), verifier_extract
 (finding the final answer), verifier_hedge (retractions, hedges, other values offered), verifier_form
-(answer-form rules, cost bound) and verifier_compare (equality).
+(answer-form rules, cost bound), verifier_units (scale words, the unit asked) and verifier_compare (equality).
 The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here); a
 false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
 
 Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..},
-zero-width characters and content in a colour not known to print are dropped; a colour prints when it is a named
+zero-width characters, comments (HTML's "<!-- .. -->", LaTeX's "\\iffalse .. \\fi" and comment environment; an
+unclosed one runs to the end) and content in a colour not known to print are dropped, and a footnote
+("\\footnote{X}") is read as a later paragraph X (it prints below the text); a colour prints when it is a named
 colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% colour ("green!40"), or a value
 (rgb, RGB, HTML, hex, gray, cmyk, hsb) at least that far from white; white, pale or unknown names ("snow",
 "none"), "red!5" and "rgb(255,255,255)" hide. A printed colour, bold and sizes are decoration.
@@ -23,9 +25,19 @@ colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% c
      that disagrees with it). A box holding another box is a hedge. Words right around the box belong to it:
      a bound, an approximation, a relation or a negation just before or after it ("at least $\\boxed{5}$",
      "$x > \\boxed{5}$", "not $\\boxed{5}$", "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5}$?",
-     "$\\boxed{5}$ is wrong") leaves no answer, unless it is what the problem asks for: "at most" / "at least"
-     when it asks for a greatest or least value, "\\approx" / "about" when it asks to round or estimate (without
-     the problem, what it asks is not known and such a bound is allowed).
+     "$\\boxed{5}$ is wrong") leaves no answer, and so does the box as an operand of a larger expression: a number,
+     operator or sign before it or a command's argument opening around it ("1\\boxed{5}", "-\\boxed{5}",
+     "\\frac{\\boxed{5}}{2}", "10^{\\boxed{5}}"), past spacing, empty groups and closing brackets a power, factorial,
+     product, quotient, arrow or "= value" after it ("\\boxed{5}^2", "(\\boxed{5})^2", "\\boxed{5}\\,^2", "\\boxed{5}!",
+     "\\boxed{5} = 7"), a digit, lone letter, ordinal or exponent glued on ("\\boxed{5}0", "\\boxed{5}x",
+     "\\boxed{5}\\text{th}", "\\boxed{5}\\mathrm{e}3"), or a scale word or a unit other than the one asked right
+     after it ("$\\boxed{5}$ thousand"); inside math a term after it (a command that is not text, spacing, a
+     closing or a residue's \\pmod, a lone letter that is not a unit, a bracket: "\\boxed{2}\\sqrt{3}", "\\boxed{5}\\,
+     x"), and outside math arithmetic after the closing "$" ("$\\boxed{5}$ + 2"); markdown's * and _ are emphasis,
+     "= x" names it, and a degree or percent sign (or word) after it is the answer's ("$\\boxed{30}^\\circ$",
+     "$\\boxed{28}\\%$", "$\\boxed{28}$ percent"). A qualifier is allowed when it is what the problem asks for:
+     "at most" / "at least" when it asks for a greatest or least value, "\\approx" / "about" when it asks to round
+     or estimate (without the problem, what it asks is not known and such a bound is allowed).
   2. "The final answer is X" / "Final Answer: X" (the last one).
   3. "The answer is X" / "Answer: X" (the last one).
   4. GSM8K's "#### N".
@@ -43,9 +55,13 @@ A statement offering two values with hedging words ("7, or maybe 5", "either 5 o
 answer ("\\boxed{5} (or possibly 7)", "\\boxed{5} / 7", "\\boxed{5} (7?)", "\\boxed{5}, otherwise 7", "\\boxed{5} ou
 7", "\\boxed{5} (7 if counting Tom)", "\\boxed{5} unless Tom ate 2", "The answer is 5. Or 7."), or a later sentence
 offering or correcting to another value ("It could also be 7.", "7 is also possible.", "7 also works.",
-"Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.") or giving another value under a condition
-(another reading of the question: "If the question meant weekly, it would be 35.", "Had he bought 4, the answer
-would be 7.", "7 would be correct if ...") gives no answer (C2); a later check of the work ("Wait, let me check:
+"Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.", a later line that is only another value or
+a label, a relation, an arrow or a bullet and one, in math, code or bold or not: "#### 5\\n7", "P.S. 7", "Note: 7.",
+"1) 7", "= 7", "- 7", "\\[7\\]", "`7`"), a
+value joined to the box that ends its clause ("\\boxed{5} and 7", "\\boxed{5} (also 7)", "\\boxed{5} & 7",
+"$\\boxed{5}$, 7", "\\boxed{5} -> 7", "\\boxed{5} vs 7", "\\boxed{5}\\text{ (or 7)}") or giving another value under a
+condition (another reading of the question: "If the question meant weekly, it would be 35.", "Had he bought 4, the
+answer would be 7.", "7 would be correct if ...") gives no answer (C2); a later check of the work ("Wait, let me check:
 12 - 3 = 9.", "If we check: 3 + 2 = 5.") and a counterfactual the response denies ("... he would have 6, which is
 not what the question says") do not. A condition right after a box belongs to it only in the box's sentence
 ("\\boxed{5} unless Tom ate 2"); a new paragraph starting "If" is a later sentence.
@@ -71,8 +87,19 @@ degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices o
 fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6), but "5%" does not answer
 5 when neither the gold nor the problem speaks of a percent; work in brackets after the answer that comes to it
 exactly is shown work ("18 (3 + 15)", "18 (= 3 + 15)"), any other bracketed value a second one; a multiplier word or
-suffix makes another number ("5 million", "5k"); an answer written as a sentence ("Jane started 3 hours ago") is its
-one number, unless an operation acts on it ("(some words) \\times \\frac{3}{3}"). Everything else goes to Math-Verify
+suffix makes another number ("5 million", "5k"; right after the number also "5 score", "5 gross", "5 lakh", "5bn",
+"5M", "5 grand", "5 tens", "5 quarters", "5 tenths", "5 ppm", "5 basis points", "5‰", comparisons and factors: "5
+more", "5 fewer", "5 short", "5 extra", "5-fold", "5 times", and operations in words: "5 squared", "5 plus tax"),
+unless it is the scale the problem asks in ("How many dozen ...", "in thousands of dollars": the word after "how
+many", "how much", "number of", "in", "into" or "to" in the problem's last 300 characters: "How many more ..."
+asks for "5 more"); a unit of the kind the problem asks
+in but another unit of it is another value ("5 minutes" for "How many hours ...", "5 cm" for "How many meters",
+"5 cents" for "How many dollars", "5 rad" for "in degrees", "$5^\\circ$" for "in radians"; kinds: time, length, mass,
+volume, money, angle); digits apart with only a space between outside LaTeX are two numbers ("1 2" is not 12; a
+space groups thousands only: "1 000"); an ellipsis after a number leaves it unfinished ("5...", "5…"); a dash or
+hyphen before a number is a minus sign ("–5", "‐5", "－5"), not between two ("4–6" is a range); an answer written
+as a sentence ("Jane started 3 hours ago") is its one number, unless an operation acts on it ("(some words) \\times
+\\frac{3}{3}"). Everything else goes to Math-Verify
 (LaTeX -> SymPy: sets, intervals, matrices, equations) after decimals are rewritten as exact fractions, and an
 equality it finds is confirmed exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer
 is a number with at most words around it ("18 eggs", "I have 18"): an operation, a command or a variable beside it
@@ -83,7 +110,7 @@ has carried out every operation the gold has carried out; an answer still holdin
 expression, however it is spelled. It is about what the problem asks, so it applies when the problem is
 given (training and evaluation always give it):
   - a number is answered by a number written out in digits (an integer, decimal, fraction in lowest terms,
-    mixed number or repeating decimal whose period is not all nines): "99^2+99+1", "(X)+0", "1\\cdot(X)",
+    mixed number or repeating decimal whose period is not all nines or all zeros): "99^2+99+1", "(X)+0", "1\\cdot(X)",
     "\\binom{31}{28}", "\\log_2 64", "|-3|", "\\sqrt{16}", "2^{10}", "\\frac{6}{8}", "4.\\overline{9}" and
     "\\text{five}" do not answer 9901, ..., 3/4, 5, 5;
   - otherwise the answer may not show an operation left undone that the gold does not show: a sum with

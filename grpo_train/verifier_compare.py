@@ -47,6 +47,7 @@ from grpo_train.verifier_text import (
     prose_number,
     strip_wrappers,
 )
+from grpo_train.verifier_units import scaled, unit_conflict
 
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
@@ -142,12 +143,24 @@ _PLAIN = re.compile(r"\s*-?\d[\d,]*(?:\.\d+)?\s*")
 _LAYOUT = re.compile(r"\\[,;:! ]|\\q?quad\b|\\(?:tiny|small|large|Large|normalsize|displaystyle)\b|(?<!\\)[{}]")
 
 
+_SPLIT_DIGITS = re.compile(r"\d[ \t]+\d")
+
+
+def _split_digits(latex: str) -> bool:
+    """Digits apart with only a space between, outside LaTeX (where "\\log_2 3" and "\\frac 1 2" are spaced)."""
+    return _SPLIT_DIGITS.search(latex) is not None and re.search(r"[\\^_{]", latex) is None
+
+
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
     if _qualified(answer, gold) or _other_angle_unit(answer, gold) or _percent_not_asked(answer, gold, problem):
         return False
+    if unit_conflict(answer, problem) or (scaled(answer, problem) and not scaled(gold, None)):
+        return False  # "5 minutes" for "How many hours"; "5 radians" asked in degrees; "5 squared", "5 lakh" for 5
     answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
+    if _split_digits(answer_clean) and not _split_digits(gold_clean) and not as_number(answer_clean):
+        return False  # "1 2" is two numbers, not 12 (a space groups thousands only: "1 000")
     if (answer_number := as_number(answer_clean)) and (gold_number := as_number(gold_clean)):
         return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
     answer_items, gold_items = _items(answer, gold), _items(gold, answer)
@@ -219,7 +232,7 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
         return False
     if keep and not EQUALS.search(answer_clean) and canonical(answer_clean) == canonical(EQUALS.split(gold_clean)[-1]):
         return True  # "11:21" for "V_1:V_2 = 11:21"
-    gold_number, answer_number = as_number(gold_clean), _answer_number(answer, answer_clean, dataset)
+    gold_number, answer_number = as_number(gold_clean), _answer_number(answer, answer_clean, dataset, problem)
     if gold_number is None and answer_number is not None and answer_number.form == "decimal":
         gold_number = decimal_comma(gold_clean)  # a "0,111" gold against 0.111
     if answer_number is None and gold_number is not None and gold_number.form == "decimal":
@@ -235,7 +248,7 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
         return False
     if answer_number is None and echoes_question(answer_clean, gold_clean, response, problem):
         return False
-    if MULTIPLIER.search(answer_clean) and not MULTIPLIER.search(gold_clean):
+    if scaled(answer_clean, problem) and not MULTIPLIER.search(gold_clean):
         return False  # "6 \text{ million}" is not 6, and Math-Verify would drop the word as a unit
     if (structured := _structured_equal(answer_clean, gold_clean, strict=problem is not None)) is not None:
         return structured
@@ -252,9 +265,9 @@ def _assigned_values(latex: str) -> list[str] | None:
     return [part.string[part.end() :].strip() for part in parts]
 
 
-def _answer_number(answer: str, answer_clean: str, dataset: str) -> PlainNumber | None:
-    if MULTIPLIER.search(answer):
-        return None  # "5 million" is not 5
+def _answer_number(answer: str, answer_clean: str, dataset: str, problem: str | None) -> PlainNumber | None:
+    if scaled(answer, problem):
+        return None  # "5 million" is not 5; "5 dozen" is 5 only when the problem asks in dozens
     if dataset == "gsm8k":
         return gsm8k_number(answer_clean)
     return as_number(answer_clean) or prose_number(answer_clean)

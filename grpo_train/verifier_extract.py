@@ -34,6 +34,7 @@ from grpo_train.verifier_text import (
     matching_brace,
     math_content,
 )
+from grpo_train.verifier_units import scaled, unit_conflict
 
 MAX_BOXES = 64  # more boxes than this is spam, not an answer
 CLOSING_CHARS = 2000  # how much of an unmarked response's end we read for its closing sentence
@@ -309,6 +310,74 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     return not (_APPROXIMATION.match(word) and (problem is None or _ASKS_ROUNDED.search(asked)))
 
 
+# The box as an operand: what touches it makes another value. Before it: a number, an operator, a sign, or the
+# opening of a command's argument ("1\\boxed{5}", "-\\boxed{5}", "\\frac{\\boxed{5}}{2}", "10^{\\boxed{5}}",
+# "\\sqrt{\\boxed{25}}"); right after it: a power, index, factorial, product, quotient, relation to a value, arrow, a
+# digit, a lone letter or an ordinal glued on ("\\boxed{5}^2", "\\boxed{5}!", "\\boxed{5}\\times 2", "\\boxed{5} = 7",
+# "\\boxed{5} \\to 7", "\\boxed{5}0", "\\boxed{5}x", "\\boxed{5}th", "\\boxed{5}\\text{0}"). Markdown's * and _ around
+# a box are emphasis, "= x" after it names it; a degree or percent sign stays the answer's (the comparison judges it).
+_OPERAND_BEFORE = re.compile(
+    r"(?:[\d+\-^/×·]|\\(?:times|cdot|div|pm|mp|neg|lnot)|(?:[\^_]\s*\{|\\(?:[dt]?frac|sqrt|[dt]?binom|log|ln|exp|sin|cos"
+    r"|tan|overline|bar|hat|tilde|widetilde|vec|[bx]?cancel|sout|not)\s*(?:\[[^\]]{0,20}\])?\s*\{?))\s*$"
+)
+# What may stand between the box and an operator: spacing, an empty group, a closing bracket ("(\\boxed{5})^2").
+_SPACER = (
+    r"(?:\s|\\[,;:! ]|\\q?quad(?![a-zA-Z])|\\[hk](?:space|ern)\*?\s*\{[^{}]{0,20}\}|\{\s*\}|\\right\s*[)\]|.]|[)\]])*"
+)
+_OPERAND_AFTER = re.compile(
+    rf"(?!{_SPACER}(?:\^\s*\{{?\s*\\circ|\\%|%))"
+    rf"(?:{_SPACER}(?:[\^!/×·→]|_\s*[{{\d]|->|=(?!\s*[a-zA-Z](?![a-zA-Z]))"
+    r"|\\(?:times|cdot|div|to|rightarrow|Rightarrow|implies|mapsto|not|neq?|ne)(?![a-zA-Z]))"
+    r"|(?:\\!|\{\s*\}|\\hspace\s*\{[^{}]{0,20}\})*\$?(?:[0-9]|(?:st|nd|rd|th)\b|[a-zA-Z](?![a-zA-Z])"
+    r"|\{\s*[0-9]|\\(?:text|mathrm|mathit)\s*\{(?:\s*[0-9]|(?:st|nd|rd|th)\b|[eE]\s*\}\s*[-+]?\d)))"
+)
+# Inside math, a term right after the box (past spacing) multiplies it: a command that is not text, spacing or a
+# closing ("\\boxed{2}\\sqrt{3}", "\\boxed{2}\\pi", "\\boxed{5}\\frac12"; a residue's "\\pmod 7" is not), a lone letter
+# that is not a unit ("\\boxed{5}\\, x", "\\boxed{5} i"; "\\boxed{5}\\,m" is metres) or a bracket.
+_TERM_AFTER_BOX_IN_MATH = re.compile(
+    rf"{_SPACER}(?:\\(?!(?:text\w*|math(?:rm|bf|it|sf)|operatorname|q?quad|right|end|[,;:! %]|\\|circ|degree|[lc]?dots"
+    r"|hspace|kern|bigr?|Bigr?|[pb]?mod)(?![a-zA-Z]))[a-zA-Z]+|(?![mgshlLKCF])[a-zA-Z](?![a-zA-Z])|\("
+    r"|\\math(?:rm|it)\s*\{\s*[ie]\s*\})"
+)
+# Outside math, arithmetic right after the closing "$": "$\\boxed{5}$ + 2", "$\\boxed{5}$ x 2", "to the power 2".
+_ARITHMETIC_AFTER_BOX = re.compile(r"\s*\$+\s*(?:[+×÷^]|[x*/−-]\s*\d|to\s+the\s+(?:\w+\s+)?power\b)", re.I)
+_INLINE_DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)")
+# A percent or degree sign right after the box is the answer's: "$\\boxed{5}\\%$" is 5%, "$\\boxed{30}^\\circ$" 30
+# degrees.
+_SIGN_AFTER_BOX = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|\\%|%|°|(?:\$\s*)?(?:percent|per\s*cent)\b)", re.I)
+_WORD_AFTER_BOX = re.compile(
+    r"(?:[\s$*_(]|\\[,;:! ])*(?:\\(?:text|mathrm|textbf|mathbf)\s*\{\s*)?(?:\()?([a-zA-Z‰]+(?:\s+points?)?)"
+)
+
+
+def _box_is_operand(text: str, box: tuple[int, int, str], problem: str | None) -> bool:
+    """Whether something right around the box makes it part of another value (see _OPERAND_BEFORE / _AFTER), or a
+    scale word or a unit right after it makes it another number ("$\\boxed{5}$ thousand", "$\\boxed{5}$ minutes"
+    for "How many hours")."""
+    start, end, content = box
+    before = text[max(0, start - 40) : start]
+    if _OPERAND_BEFORE.search(before) or _OPERAND_AFTER.match(text, end) or _ARITHMETIC_AFTER_BOX.match(text, end):
+        return True
+    if _in_math(text, start) and _TERM_AFTER_BOX_IN_MATH.match(text, end):
+        return True
+    word = _WORD_AFTER_BOX.match(text, end)
+    if word is None:
+        return False
+    worded = f"1 {word.group(1)}"  # the word alone decides ("\\boxed{2k}" holds its own k)
+    return scaled(worded, problem) or unit_conflict(worded, problem)
+
+
+def _in_math(text: str, pos: int) -> bool:
+    """Whether `pos` is inside math: an odd number of single "$" before it on its line, or an unclosed "\\(", "\\["
+    or "$$" in the 400 characters before it."""
+    line = text[text.rfind("\n", max(0, pos - 400), pos) + 1 : pos]
+    if len(_INLINE_DOLLAR.findall(line)) % 2:
+        return True
+    window = text[max(0, pos - 400) : pos]
+    opened = window.rfind("\\(") > window.rfind("\\)") or window.rfind("\\[") > window.rfind("\\]")
+    return opened or window.count("$$") % 2 == 1
+
+
 def extract_answer(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str]:
     """The final answer and its source: boxed, final_answer, answer_is, hash or closing (`problem` tells which
     bounds around a box answer it).
@@ -338,8 +407,12 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
             stated = _span_after(after, final.end()) if final is not None and _states(after, final) else ""
             # A final-answer statement after the last box settles it ("... is the final answer." states nothing).
             settled = stated is None or (bool(stated.strip(" .")) and not _agree(stated, answer))
-            if not settled and not _box_qualified(response, boxes[-1], problem):
-                return answer, "boxed", boxes[-1][0]
+            if not settled and not _box_qualified(response, boxes[-1], problem) and not _box_is_operand(
+                response, boxes[-1], problem
+            ):
+                sign = _SIGN_AFTER_BOX.match(response, end)
+                sign_text = "" if sign is None else "\\%" if "cent" in sign.group().lower() else sign.group().strip()
+                return answer + sign_text, "boxed", boxes[-1][0]
         _, statement, start = _last_statement(response[boxes[-1][1] :], _FINAL_ANSWER)
         return (statement, "final_answer", boxes[-1][1] + start) if statement is not None else (None, "conflict", 0)
     if BOX_START.search(response):

@@ -27,11 +27,19 @@ _HEDGE_WORD = r"(?:alternatively|maybe|perhaps|possibly)"
 _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?:or\s+)?{_HEDGE_WORD}\b)", re.I)
 _ALTERNATIVE_AFTER_BOX = re.compile(
     # One character per repetition (a run of dots or dashes can be split only one way: no exponential backtracking).
-    rf"[\s$*_]*(?:[.;,(\[?!…—–-][\s*_]*)*(?:\\text\s*\{{\s*)?"
+    rf"[\s$*_]*(?:\\text\s*\{{\s*)?(?:[.;,(\[?!…—–-][\s*_]*)*(?:\\text\s*\{{\s*)?"
     rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
     r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
     re.I,
 )
+# A value joined to the box, ending its clause: "\\boxed{5} and 7", "\\boxed{5} (also 7)", "\\boxed{5} & 7", "\\boxed{5}
+# = 7", "\\boxed{5} -> 7", "\\boxed{5} vs 7", "\\boxed{5} ~ 7".
+_JOINED_AFTER_BOX = re.compile(
+    r"[\s$*_]*(?:\\text\s*\{\s*)?(?:[,(\[][\s*_]*)?(?:\\text\s*\{\s*)?(?:and|also|plus|as\s+well\s+as|&|\\&|vs\.?|versus|->|→|⇒|~"
+    r"|=|\\(?:to|rightarrow|Rightarrow|implies|sim)(?![a-zA-Z]))\s*(?:\$\s*)?",
+    re.I,
+)
+_CLAUSE_ENDS = re.compile(r"\s*\$?\s*\??\s*[)\]}]{0,2}\s*\$?\s*(?:[.,;!]|$)")
 # In the box's sentence only: a line break is crossed when the line goes on in lowercase ("\\boxed{5}\n unless ..."); a
 # new paragraph or sentence ("\n\nIf we check: 3 + 2 = 5") is later text. (The lookahead stops at the next line break,
 # so a run of line breaks is read in linear time.)
@@ -46,7 +54,9 @@ _CONDITION = re.compile(
     re.I,
 )  # not "when" ("(when divided by 4)") nor a bare "other" ("(the other 2 were broken)")
 # A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
-_VALUE_AFTER_BOX = re.compile(r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|\s*[,;]\s*(?=[-+]?\.?\d)")
+_VALUE_AFTER_BOX = re.compile(
+    r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|[\s$]*[,;]\s*(?=[-+]?\.?\d)"
+)
 # A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."
 _OFFERED = re.compile(
     r"\b(?:could|might|may|possibly|perhaps|maybe)\s+(?:also\s+|even\s+|just\s+|well\s+)?(?:be|equal)\s+"
@@ -96,6 +106,14 @@ _FILLER = re.compile(
 _FIRST_VALUE = re.compile(
     r"\\(?:boxed|fbox)\s*\{([^{}]*)\}|(?<![\\$])\$([^$\n]+?)\$|(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)(?![\w])"
 )
+# A later line that is only a value, or a label, a relation, an arrow or a bullet and a value, a whole line ("#### 5
+# \n7", "\\boxed{5}\n\n$7$", "\\[7\\]", "`7`", "\\textbf{7}", "P.S. 7", "Note: 7", "Alt answer - 7", "1) 7", "= 7",
+# "- 7"): another value put beside the answer.
+_BARE_VALUE = re.compile(
+    r"[\s*_>#`]*(?:[A-Za-z][A-Za-z. ]{0,20}?\s*[:.)\-–—]\s*(?:[*_]+\s*)?|\d{1,2}[.)]\s+|(?:=|->|→|⇒|-(?=\s))\s*)?"
+    r"(?:(?:\$\$?|\\\[|\\\()\s*)?(?:\\(?:mathbf|textbf|mathrm|text|boxed)\s*\{\s*(?:\}\s*)?)?"
+    r"([-+]?\.?\d[\d,]*(?:\.\d+)?)(?:\s*\})?(?:\s*(?:\$\$?|\\\]|\\\)))?[\s*_`]*(?:[.!]\s*)?"
+)
 SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
 
@@ -135,11 +153,16 @@ def alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool
         values = [v for m in _FIRST_VALUE.finditer(clause) for v in m.groups() if v is not None]
         if any(not same_answer(v.strip(), answer) for v in values):
             return True  # "\\boxed{5} unless Tom ate 2": the answer under a condition, another value otherwise
-    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos)) is not None and match.end() > pos:
+    near = pos + SPAN_CHARS  # what is right after the box: a bounded window keeps a run of "$ $ ..." cheap
+    if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos, near)) is not None and match.end() > pos:
         value = _FIRST_VALUE.match(text, match.end())
         if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
             return not same_answer(next(g for g in value.groups() if g is not None), answer)
-    if (match := pattern.match(text, pos)) is None:
+    if bare_or and (joined := _JOINED_AFTER_BOX.match(text, pos, near)) is not None:
+        value = _FIRST_VALUE.match(text, joined.end())
+        if value is not None and _CLAUSE_ENDS.match(text[value.end() : value.end() + 12]):
+            return not same_answer(_first_group(value), answer)  # "\\boxed{5} and 7.": a second value
+    if (match := pattern.match(text, pos, near)) is None:
         return False
     filler = _FILLER.match(text, match.end())
     value = _FIRST_VALUE.match(text, filler.end())
@@ -157,9 +180,12 @@ def offers_several(sentence: str) -> bool:
 def offered_later(rest: str, answer: str) -> bool:
     """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
     that offers another value as possible ("It could also be 7.", "However, 7 is also possible.") or under a
-    condition ("If the question meant weekly, it would be 35.")."""
+    condition ("If the question meant weekly, it would be 35."), or that is only another value ("7")."""
     if not _ANY_VALUE.search(rest):
         return False  # nothing after the answer names a value (most responses end there)
+    for line in rest.split("\n"):
+        if (bare := _BARE_VALUE.fullmatch(line)) is not None and not same_answer(bare.group(1), answer):
+            return True
     for sentence in SENTENCE_BREAK.split(rest):
         values = []
         if RETRACTION.search(sentence) and HEDGE.search(sentence):  # "Wait, no, it might be 7."

@@ -117,10 +117,40 @@ def _named_share(spec: str) -> float:
     return share
 
 
+# Comments are not printed: HTML's "<!-- .. -->" (markdown), LaTeX's "\\iffalse .. \\fi" and comment environment;
+# an unclosed one runs to the end of the text. A footnote prints below the text: "\\footnote{X}" is read as a
+# later paragraph X ("The answer is 7.\\footnote{The answer is 5.}" states two answers).
+_COMMENT = re.compile(
+    r"<!--.*?(?:-->|\Z)|\\iffalse\b.*?(?:\\fi\b|\Z)|\\begin\s*\{comment\}.*?(?:\\end\s*\{comment\}|\Z)", re.S
+)
+_FOOTNOTE = re.compile(r"\\footnote\s*(?=\{)")
+
+
+def _footnotes_as_paragraphs(text: str) -> str:
+    """"A.\\footnote{B} C" -> "A.\n\nB\n\n C"; linear: each footnote's braces are matched once, and an unclosed
+    one (its content runs to the end) ends the scan."""
+    parts, pos = [], 0
+    for match in _FOOTNOTE.finditer(text):
+        if match.start() < pos:
+            continue  # a footnote inside a footnote: already in the paragraph
+        close = matching_brace(text, match.end(), len(text))
+        parts += [text[pos : match.start()], "\n\n"]
+        if close is None:
+            return "".join(parts) + text[match.end() + 1 :]
+        parts += [text[match.end() + 1 : close], "\n\n"]
+        pos = close + 1
+    return "".join(parts) + text[pos:]
+
+
 def visible(text: str) -> str:
-    """The text as printed: zero-width characters, \\phantom{..} and content in an invisible colour dropped, a
-    visible colour's command removed around what it colours. Linear: each dropped group is skipped once."""
+    """The text as printed: zero-width characters, comments, \\phantom{..} and content in an invisible colour
+    dropped, a visible colour's command removed around what it colours, footnotes read as later paragraphs.
+    Linear: each dropped group is skipped once."""
     text = text.translate(_ZERO_WIDTH)
+    if "<!--" in text or "\\iffalse" in text or "{comment}" in text:
+        text = _COMMENT.sub(" ", text)
+    if "\\footnote" in text:
+        text = _footnotes_as_paragraphs(text)
     if "\\" not in text or not _HIDING_HINT.search(text):
         return text
     parts, pos = [], 0
@@ -165,6 +195,7 @@ _SPACING = re.compile(
     r"|normalsize|large|Large|LARGE|huge|Huge|bf|it|rm|sf)(?![a-zA-Z])|(?<!\\)\\ "
 )
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree")
+_DASH_MINUS = re.compile(r"(?<![\w)}\]])[\u2010\u2011\u2012\u2013\ufe63\uff0d](?=\.?\d)")
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro\b|\\pounds\b")
 TEXT_WRAP = re.compile(
     r"\\(?:text|textbf|textit|textnormal|textrm|textsf|texttt|mathrm|mathit|mathsf|mbox|mathbf|boldsymbol|bm"
@@ -182,10 +213,20 @@ _NOT_A_UNIT = re.compile(
 _SECOND_VALUE = re.compile(
     r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|half|halves|thirds?|quarters?)\b", re.I
 )
+# A word or suffix that scales the number: "5 million", "5k" (5000), "6 \\text{ million}".
 MULTIPLIER = re.compile(
     r"\b(?:hundred|thousand|million|billion|trillion|dozen)s?\b|(?<=\d)\s*k\b|\\(?:text|mathrm)\s*\{\s*k\s*\}",
     re.IGNORECASE,
-)  # "5k" is 5000
+)
+# ... and right after a number, a rarer scale, a comparison or an operation in words: "5 score", "5 gross", "5 lakh",
+# "5bn", "5M", "5 grand", "5 tens", "5 quarters", "5 tenths", "5 ppm", "5 basis points", "5‰", "5-fold", "5 times", "5
+# more", "5 fewer", "5 short", "5 squared", "5 plus tax" (verifier_units decides: the problem may ask in it).
+SCALE_AFTER_NUMBER = re.compile(
+    r"(?<=\d)[\s-]*(?:\\(?:text|mathrm)\s*\{\s*)?(?:score|gross|lakhs?|crores?|grand|tens|halves|thirds|quarters|fourths"
+    r"|fifths|tenths|hundredths|thousandths|squared|cubed|ppm|ppb|bps|basis\s+points?|per\s*mille|bn|mn|mil|mio"
+    r"|(?-i:[MB])|fold|times|more|less|fewer|extra|short|plus|minus)\b|‰|\\permil\b",
+    re.IGNORECASE,
+)
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
 EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
 CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")  # a multiple-choice letter: "(C)", "c"
@@ -206,6 +247,7 @@ def strip_wrappers(latex: str) -> str:
     s = re.sub(r"\\q?quad(?=[a-zA-Z])", " ", s)  # "\quadx_2": a missing space, not a command
     s = _SPACING.sub(" ", _THIN_SPACE.sub("", _GROUPED_COMMA.sub(",", s)))
     s = _DEGREES.sub("", s).replace("²", "^2").replace("³", "^3").replace("\u2212", "-")
+    s = _DASH_MINUS.sub("-", s)  # "‐5", "–5", "－5": a sign (not between numbers: "4–6" is a range)
     s = re.sub(r"(\d)\s+(?=i\b)", r"\1", s)  # "9 i" is 9i (Math-Verify reads a spaced i as another symbol)
     s = _CURRENCY.sub("", s.replace("\\%", "%")).strip()
     if s.endswith((".", ",")) and not s.endswith(("..", "\\dots.", "\\ldots.")):
@@ -381,8 +423,9 @@ def as_number(latex: str) -> PlainNumber | None:
         sign, whole, lead, period = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
         repeat = Fraction(int(lead + period) - int(lead or "0"), 10 ** len(lead) * (10 ** len(period) - 1))
         value = int(whole) + repeat
-        # A period of nines is another spelling of a terminating number (4.9\overline{9} is 5): not in final form.
-        return PlainNumber(-value if sign else value, "repeating", reduced=set(period) != {"9"})
+        # A period of nines or of zeros is another spelling of a terminating number (4.9\overline{9} and 5.\overline{0}
+        # are 5): not in final form.
+        return PlainNumber(-value if sign else value, "repeating", reduced=set(period) not in ({"9"}, {"0"}))
     if m := _MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
         sign, num, den = m.group(1), int(m.group(3)), int(m.group(4))
         return _fraction(sign, int(m.group(2)) * den + num, den, den > num)
@@ -435,12 +478,16 @@ _UNIT_LETTERS = "mgshlLKCF"  # 5 m, 5 g, 5 h, 5 L, 5 K, 5 C
 # by that cut, or a one-letter word or unit ("a", "I", "o'clock", "5 m").
 _WORD = re.compile(rf"[-/]?[A-Za-z]{{2,}}(?:[-/][A-Za-z]+)*[-/]?|/|[aAIo{_UNIT_LETTERS}]")
 _GLUED_LETTER = re.compile(r"\d([A-Za-z])(?![A-Za-z])")  # 5x, 5i, 5e: a variable or a constant; 5m: a unit
+_ELLIPSIS = re.compile(r"\.\.|…|\\[lc]?dots\b")
 _FACTORIAL = re.compile(r"[\d}]\s*!|!\s*[\d{]")  # "5!", "!5" (after a word, "!" is punctuation)
 
 
 @functools.lru_cache(maxsize=256)
 def gsm8k_number(answer: str) -> PlainNumber | None:
-    """GSM8K answers are numbers: the one number of "18 eggs", with nothing but words around it."""
+    """GSM8K answers are numbers: the one number of "18 eggs", with nothing but words around it. An ellipsis
+    ("5...", "5…", "5\\ldots") leaves the number unfinished."""
+    if _ELLIPSIS.search(answer):
+        return None
     s = TEXT_WRAP.sub(r" \1 ", strip_wrappers(answer))
     if number := as_number(clean(s)):
         return number

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sympy import Basic
 from sympy import latex as sympy_latex
-from verifier_attacks_third_pass import CASES  # all three passes
+from verifier_attacks_fifth_pass import CASES  # all five passes
 
 from grpo_train.verifier import judge, judge_with_timeout
 from grpo_train.verifier_compare import parse_latex
@@ -78,6 +78,52 @@ def test_hedge_and_invisible_rules_stay_linear_on_a_megabyte():
         started = time.perf_counter()
         assert judge(response, "5", "math", "How many?").correct is expected
         assert time.perf_counter() - started < 5.0
+
+
+def test_fifth_pass_rules_stay_linear_on_a_megabyte():
+    """Hang guards for the comment, footnote, bare-line, joined-value, scale, unit, digit and sign rules: 1 MB
+    inputs built to make their regexes backtrack."""
+    n = 1_000_000
+    hours = "How many hours does the trip take?"
+    inputs = [
+        ("<!--" * (n // 4) + "\\boxed{5}", "math", None, False),  # the first comment never closes
+        ("\\iffalse" * (n // 8) + "\\boxed{5}", "math", None, False),
+        ("\\begin{comment}" * (n // 15) + "\\boxed{5}", "math", None, False),
+        ("\\boxed{5}" + "\\footnote{" * (n // 10), "math", None, True),
+        ("\\boxed{5}" + "\\footnote{x}" * (n // 12), "math", None, True),
+        ("\\boxed{5}\nNote:" + " " * n + "x", "math", None, True),
+        ("\\boxed{5}\n5" + " " * n + "x", "math", None, True),
+        ("\\boxed{5}\n" + "$ " * (n // 2) + "x", "math", None, True),
+        ("#### 5" + "\n" * n, "gsm8k", None, True),
+        ("\\boxed{5} and" + " " * n, "math", None, True),
+        ("\\boxed{5} (and" + " $" * (n // 2), "math", None, True),
+        ("#### 5" + " " * n + "minutes", "gsm8k", hours * (n // 40), True),  # the unit is past the answer's span
+        ("#### " + "5 " * (n // 2), "gsm8k", "in " * (n // 3), False),  # digits apart
+        ("#### " + "1 " * (n // 2) + "2", "gsm8k", None, False),
+        ("#### " + "–" * n + "5", "gsm8k", None, False),
+        ("#### 5" + "." * n, "gsm8k", None, False),
+        ("$\\boxed{5}" + " " * n + "x", "math", None, False),  # in math: a letter after the box multiplies it
+        ("$\\boxed{5}$" + "$" * n, "math", None, True),
+        ("$\\boxed{5}$" + " *_" * (n // 3) + "x", "math", None, True),
+        ("$\\boxed{5}$\n=" + " " * n + "x", "math", None, True),
+        ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
+        ("\\frac{" * (n // 6) + "\\boxed{5}", "math", None, False),
+        ("$\\boxed{5}$" + " \\text{" * (n // 7), "math", None, True),
+        ("$\\boxed{5}" + "\\," * (n // 2) + "x", "math", None, False),  # the same past thin spaces
+        ("$\\boxed{5}" + "{}" * (n // 2) + "x", "math", None, False),  # a letter glued on after empty groups
+        ("$\\boxed{5}" + ")" * n + "x", "math", None, False),  # and past closing brackets
+        ("$\\boxed{5}$\nNote" + " " * n + ":x", "math", None, True),
+        ("$\\boxed{5}$\n\\textbf{" + " " * n + "x", "math", None, True),
+        ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
+        ("$\\boxed{5}$\n7" + " " * n + "}x", "math", None, True),
+        ("x" * n + " $\\boxed{5}" + "\\," * 100 + "\\pi$", "math", None, False),  # in math: a term after the box
+        ("$" * n + "\\boxed{5}\\pi", "math", None, True),  # an even run of $ before it: not in inline math
+        ("$\\boxed{5}$" + " " * n + "+ 2", "math", None, False),
+    ]
+    for response, dataset, problem, expected in inputs:
+        started = time.perf_counter()
+        assert judge(response, "5", dataset, problem).correct is expected, response[:40]
+        assert time.perf_counter() - started < 5.0, response[:40]
 
 
 # ----------------------------------------------------------------------------------------------------

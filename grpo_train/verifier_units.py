@@ -1,0 +1,73 @@
+"""Units and scale words on an answer: a scale word ("5 thousand", "5 dozen", "5 squared") makes another number
+unless the problem asks in that scale ("How many dozen ..."), and a unit of the same kind as the one the problem
+asks for, but another unit ("5 minutes" when it asks "How many hours"), makes another value.
+
+Regexes over the answer and the problem's last characters only; every one is linear.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grpo_train.verifier_text import MULTIPLIER, SCALE_AFTER_NUMBER, TEXT_WRAP
+
+_SCALE_WORD = re.compile(r"[a-z]+", re.IGNORECASE)
+# The unit a problem asks in: the word after "how many", "how much", "number of", "in", "into" or "to", in its last
+# characters ("How many dozen", "How much more", "in thousands of dollars", "convert to degrees").
+_ASKED_IN = re.compile(r"\b(?:how\s+many|how\s+much|number\s+of|in|into|to)\s+([a-z]+)", re.IGNORECASE)
+ASKED_CHARS = 300  # the question is at the end of a problem
+
+# Units by kind: a unit of one kind on the answer when the problem asks in another unit of that kind is another value.
+_UNITS = {
+    "time": {"second": "s sec secs second seconds", "minute": "min mins minute minutes", "hour": "h hr hrs hour hours",
+             "day": "day days", "week": "wk week weeks", "month": "month months", "year": "yr yrs year years"},
+    "length": {"mm": "mm millimeter millimeters millimetre millimetres", "cm": "cm centimeter centimeters centimetre"
+               " centimetres", "m": "m meter meters metre metres", "km": "km kilometer kilometers kilometre kilometres",
+               "inch": "inch inches", "foot": "ft foot feet", "yard": "yd yds yard yards", "mile": "mi mile miles"},
+    "mass": {"mg": "mg milligram milligrams", "g": "g gram grams", "kg": "kg kilogram kilograms kilo kilos",
+             "pound": "lb lbs pound pounds", "ounce": "oz ounce ounces", "ton": "ton tons tonne tonnes"},
+    "volume": {"ml": "ml milliliter milliliters millilitre millilitres", "l": "l liter liters litre litres",
+               "gallon": "gal gallon gallons", "quart": "qt quart quarts", "pint": "pt pint pints", "cup": "cup cups"},
+    "money": {"cent": "cent cents", "dollar": "dollar dollars"},
+    "angle": {"degree": "degree degrees deg", "radian": "rad rads radian radians"},
+}  # fmt: skip
+_KIND_OF = {spelling: (kind, unit) for kind, units in _UNITS.items() for unit, spellings in units.items()
+            for spelling in spellings.split()}  # fmt: skip
+# The unit right after an answer's last number: a word, or a degree sign.
+_UNIT_AFTER_NUMBER = re.compile(r"\d(?:\s|\\[,;: ])*(?:\^\s*\{?\s*(\\circ)\s*\}?|(°|\\degree\b)|([a-zA-Z]+)\b)")
+
+
+def asked_scale_words(problem: str | None) -> set[str]:
+    """The words the problem asks in ("dozen" for "How many dozen eggs ..."), lowercased, without a plural s."""
+    if not problem:
+        return set()
+    return {m.group(1).lower().removesuffix("s") for m in _ASKED_IN.finditer(problem[-ASKED_CHARS:])}
+
+
+def scaled(answer: str, problem: str | None) -> bool:
+    """Whether a scale word or suffix makes the answer's number another number: "5 thousand" is not 5, "5 dozen"
+    is 5 only when the problem asks in dozens."""
+    found = [m.group() for pattern in (MULTIPLIER, SCALE_AFTER_NUMBER) for m in pattern.finditer(answer)]
+    if not found:
+        return False
+    asked = asked_scale_words(problem)
+    return any(
+        not (words := _SCALE_WORD.findall(word)) or words[-1].lower().removesuffix("s") not in asked for word in found
+    )
+
+
+def unit_conflict(answer: str, problem: str | None) -> bool:
+    """Whether the answer's unit is of the kind the problem asks in but another unit ("5 minutes" for "How many
+    hours ...", "5 radians" for "in degrees", "$5^\\circ$" for "in radians")."""
+    if not problem:
+        return False
+    matches = list(_UNIT_AFTER_NUMBER.finditer(TEXT_WRAP.sub(r" \1 ", answer)))
+    if not matches:
+        return False
+    match = matches[-1]  # the last number's unit
+    word = "degree" if match.group(1) or match.group(2) else match.group(3).lower()
+    if word not in _KIND_OF:
+        return False
+    kind, unit = _KIND_OF[word]
+    asked = {_KIND_OF[w] for m in _ASKED_IN.finditer(problem[-ASKED_CHARS:]) if (w := m.group(1).lower()) in _KIND_OF}
+    return any(asked_kind == kind for asked_kind, _ in asked) and (kind, unit) not in asked

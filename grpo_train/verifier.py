@@ -91,15 +91,16 @@ suffix makes another number ("5 million", "5k"; right after the number also "5 s
 "5M", "5 grand", "5 tens", "5 quarters", "5 tenths", "5 ppm", "5 basis points", "5‰", comparisons and factors: "5
 more", "5 fewer", "5 short", "5 extra", "5-fold", "5 times", and operations in words: "5 squared", "5 plus tax"),
 unless it is the scale the problem asks in ("How many dozen ...", "in thousands of dollars": the word after "how
-many", "how much", "number of", "in", "into" or "to" in the problem's last 300 characters: "How many more ..."
-asks for "5 more"); a unit of the kind the problem asks
-in but another unit of it is another value ("5 minutes" for "How many hours ...", "5 cm" for "How many meters",
-"5 cents" for "How many dollars", "5 rad" for "in degrees", "$5^\\circ$" for "in radians"; kinds: time, length, mass,
-volume, money, angle); digits apart with only a space between outside LaTeX are two numbers ("1 2" is not 12; a
-space groups thousands only: "1 000"); an ellipsis after a number leaves it unfinished ("5...", "5…"); a dash or
-hyphen before a number is a minus sign ("–5", "‐5", "－5"), not between two ("4–6" is a range); an answer written
-as a sentence ("Jane started 3 hours ago") is its one number, unless an operation acts on it ("(some words) \\times
-\\frac{3}{3}"). Everything else goes to Math-Verify
+many", "how much", "number of", "in", "into" or "to" in the problem's last 300 characters: "How many more ..." asks
+for "5 more"; a comparison word is also the amount when the question (the last sentence) speaks of a difference or of
+what is missing: "than", "still", "need", "left", "remain", ...: "5 more apples" answers "How many does she still
+need?"); a unit of the kind the problem asks in but another unit of it is another value ("5 minutes" for "How many
+hours ...", "5 cm" for "How many meters", "5 cents" for "How many dollars", "5 rad" for "in degrees", "$5^\\circ$"
+for "in radians"; kinds: time, length, mass, volume, money, angle); digits apart with only a space between outside
+LaTeX are two numbers ("1 2" is not 12; a space groups thousands only: "1 000"); an ellipsis after a number leaves it
+unfinished ("5...", "5…"); a dash or hyphen before a number is a minus sign ("–5", "‐5", "－5"), not between two
+("4–6" is a range); an answer written as a sentence ("Jane started 3 hours ago") is its one number, unless an
+operation acts on it ("(some words) \\times \\frac{3}{3}"). Everything else goes to Math-Verify
 (LaTeX -> SymPy: sets, intervals, matrices, equations) after decimals are rewritten as exact fractions, and an
 equality it finds is confirmed exactly: Math-Verify compares to 15 digits, so pi + 10^-30 would pass. A GSM8K answer
 is a number with at most words around it ("18 eggs", "I have 18"): an operation, a command or a variable beside it

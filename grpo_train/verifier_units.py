@@ -44,13 +44,31 @@ def asked_scale_words(problem: str | None) -> set[str]:
     return {m.group(1).lower().removesuffix("s") for m in _ASKED_IN.finditer(problem[-ASKED_CHARS:])}
 
 
+# A comparison word on the answer ("5 more", "5 fewer") is the amount asked when the question (the problem's last
+# sentence) is about a difference or what is still missing: "How many apples does she still need to buy?" -> "She
+# needs to buy 5 more apples."
+_COMPARISON_WORDS = ("more", "less", "fewer", "extra", "short")
+_ASKS_DIFFERENCE = re.compile(
+    r"\b(?:more|less|fewer|extra|short|than|still|need\w*|left|remain\w*|additional|differ\w*|increase\w*"
+    r"|decrease\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def _last_sentence(problem: str) -> str:
+    """The question: the problem's last sentence (within its last ASKED_CHARS characters)."""
+    return re.split(r"(?<=[.!?])\s+(?=\S)", problem[-ASKED_CHARS:].strip())[-1]
+
+
 def scaled(answer: str, problem: str | None) -> bool:
     """Whether a scale word or suffix makes the answer's number another number: "5 thousand" is not 5, "5 dozen"
-    is 5 only when the problem asks in dozens."""
+    is 5 only when the problem asks in dozens, "5 more" only when it asks for a difference or what is missing."""
     found = [m.group() for pattern in (MULTIPLIER, SCALE_AFTER_NUMBER) for m in pattern.finditer(answer)]
     if not found:
         return False
     asked = asked_scale_words(problem)
+    if problem and _ASKS_DIFFERENCE.search(_last_sentence(problem)):
+        asked |= set(_COMPARISON_WORDS)
     return any(
         not (words := _SCALE_WORD.findall(word)) or words[-1].lower().removesuffix("s") not in asked for word in found
     )

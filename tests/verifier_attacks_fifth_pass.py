@@ -234,6 +234,15 @@ FIFTH_PASS: list[Case] = [
         ("The answer is 5 more.", True, "the comparison the problem asks for"),
         ("#### 5 more apples", True, "the comparison the problem asks for, with a unit"),
     ], dataset="gsm8k"),
+    *_cases("scale", "Sara has 3 apples and needs 8. How many apples does she still need to buy?", "5", [
+        ("She needs to buy $\\boxed{5}$ more apples.", True, "what is still missing, said as a comparison"),
+        ("The answer is 5 more apples.", True, "what is still missing, said as a comparison"),
+        ("The answer is 5 thousand apples.", False, "a scale word is not a comparison"),
+    ], dataset="gsm8k"),
+    *_cases("scale", "Tom has 4 apples and Jerry has 9. How many fewer apples does Tom have than Jerry?", "5", [
+        ("Tom has $\\boxed{5}$ fewer apples.", True, "the difference the problem asks for"),
+        ("Tom has 5 squared fewer apples.\n#### 5 squared", False, "an operation in words, not a comparison"),
+    ], dataset="gsm8k"),
     *_cases("recall", APPLES, "-5", [
         ("#### ‐5", True, "a Unicode hyphen as a minus sign"),
         ("#### –5", True, "an en dash as a minus sign"),

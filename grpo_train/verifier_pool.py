@@ -241,7 +241,9 @@ def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s:
         value = as_reward(returned)
     except ItemTimeout:
         # timeout_s is the worker's own timer, SOFT_TIMEOUT_FRACTION of the configured one: say both.
-        return "timeout", f"stopped at {timeout_s:g} s ({timeout_s / SOFT_TIMEOUT_FRACTION:g} s timeout)", None
+        configured = timeout_s / SOFT_TIMEOUT_FRACTION
+        timer = f"the worker's timer, {SOFT_TIMEOUT_FRACTION:.0%} of reward.timeout_s = {configured:g} s"
+        return "timeout", f"still running at {timeout_s:g} s ({timer})", None
     except Exception as exc:  # the user's code: reported per item, never fatal
         return "error", f"{type(exc).__name__}: {exc}"[:500], None
     finally:

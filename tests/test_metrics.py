@@ -59,6 +59,8 @@ def vllm_lines(capfd) -> list[str]:
                    "torch.float32", "torch.bfloat16")  # the rounding model.dtype asks for: harmless
     loader.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s", "model.norm.weight",
                    "torch.bfloat16", "torch.float16")  # can overflow: stays
+    logging.getLogger("vllm.platforms.cpu").warning(
+        "Reset SSM cache type to float32 for accelerated GDN mamba backend '%s'.", "none")  # no Mamba layers
     logging.getLogger("vllm.v1.worker.cpu_worker").warning("KV cache is too small: out of blocks")
     logging.getLogger("vllm.engine.arg_utils").info("non-default args: {}")
     return [line for line in capfd.readouterr().out.splitlines() if line.strip()]
@@ -77,7 +79,7 @@ def test_info_level_and_the_environment_variable_show_everything(library_logging
     monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "info")
     assert configure_library_logs("warning") == "info"
     lines = vllm_lines(capfd)
-    assert len(lines) == 5 and "RotaryEmbedding: Failed to load weights" in lines[0]
+    assert len(lines) == 6 and "RotaryEmbedding: Failed to load weights" in lines[0]
 
 
 def test_a_users_own_vllm_logging_settings_are_left_alone(library_logging, capfd, monkeypatch):

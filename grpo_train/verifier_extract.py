@@ -235,8 +235,9 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
     matches = list(marker.finditer(text))
     if marker is _FINAL_ANSWER:
         matches = [match for match in matches if _states(text, match)]  # not "Step 2: Find the final answer"
-    if marker is not _HASH_ANSWER:
-        matches = [match for match in matches if not _heading(text, match)]
+    if marker is not _HASH_ANSWER and matches:
+        answer_after = max(text.rfind("####"), text.rfind("\\boxed"))  # once: a scan per match would be quadratic
+        matches = [match for match in matches if not _heading(text, match, answer_after)]
     if not matches:
         return "none", None, 0
     if len(matches) > MAX_STATEMENTS:
@@ -496,7 +497,8 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
             continue
         if other.end() <= pos and not response[other.end() : pos].strip(" \t$*:([\\"):
             continue  # the marker of the answer's own statement ("The answer is $\\boxed{5}$")
-        if marker is not BOX_START and marker is not _HASH_ANSWER and _heading(response, other):
+        answer_after = max(response.rfind("####"), response.rfind("\\boxed"))
+        if marker is not BOX_START and marker is not _HASH_ANSWER and _heading(response, other, answer_after):
             continue  # "**Answer:**" over the working
         if marker is BOX_START and pos <= other.start() < pos + len(answer) + 40:
             continue  # the box of the answer's own statement
@@ -538,15 +540,15 @@ _TASK_BEFORE = re.compile(
 )
 
 
-def _heading(text: str, marker: re.Match[str]) -> bool:
+def _heading(text: str, marker: re.Match[str], answer_after: int) -> bool:
     """An answer marker that heads the working rather than stating a value ("**Answer:**\n\nJanet sells 16 - 3 - 4 =
     9 eggs ...\n#### 18"): it ends its line, the next line is a sentence (four words or more) that does not start
-    with a value, and a "####" line or a box later gives the answer."""
+    with a value, and a "####" line or a box later gives the answer (`answer_after`: where the last one starts)."""
     if "\n" not in marker.group() or _VALUE_START.match(text, marker.end()) is not None:
         return False
     if len(text[marker.end() : marker.end() + 200].split("\n", 1)[0].split()) < 4:
         return False  # "Answer:\nseven": a word, not working
-    return text.rfind("####") > marker.end() or text.rfind("\\boxed") > marker.end()
+    return answer_after > marker.end()  # where the last "####" or box starts
 
 
 def _states(text: str, marker: re.Match[str]) -> bool:

@@ -4,6 +4,8 @@ each beside the attacks its rule must still refuse. Found by a false-negative hu
 generated model styles (2026-11-26): before these rules every response of the first eight groups scored 0.
 """
 
+import time
+
 import pytest
 
 from grpo_train.verifier import judge_with_timeout
@@ -99,3 +101,22 @@ def test_stated_value_reads_true_chains_and_single_numbers():
     assert stated_value("7 = 5") == "7 = 5"  # a false chain gives no value
     assert stated_value("five = 5") == "five = 5"  # a number word is not a name
     assert stated_value("5 apples or 7") == "5 apples or 7"
+
+
+def test_style_rules_stay_linear_on_a_megabyte():
+    """Hang guards for the heading, task-word, reasoning-block, price and chain rules: 1 MB inputs repeating what
+    each rule reads per match."""
+    n = 1_000_000
+    inputs = [
+        ("Answer:\nJanet sells some eggs today.\n" * (n // 36) + "#### 5", True),  # headings over working
+        ("Before giving the final answer, we check.\n" * (n // 42) + "The answer is 5.", True),
+        ("Calculate the final answer\n" * (n // 27) + "#### 5", True),
+        ("</think>" * (n // 8) + "The answer is 5", True),  # many closing tags: the whole response is read
+        ("$1 + $2 = $3 " * (n // 13) + "\n#### 5", True),  # prices everywhere in the working
+        ("The answer is 2 + 3 = 5.\n" * (n // 25), False),  # agreeing statements, but thousands of them are spam
+        ("\\boxed{5}\n\nIf so, it would be " + "1 + " * (n // 4) + "4 = 5.", False),  # a chain is read over 60 chars
+    ]
+    for response, expected in inputs:
+        started = time.perf_counter()
+        assert judge_with_timeout(response, "5", "gsm8k", APPLES).correct is expected, response[:40]
+        assert time.perf_counter() - started < 5.0

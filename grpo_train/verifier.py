@@ -38,16 +38,26 @@ colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% c
      "$\\boxed{28}\\%$", "$\\boxed{28}$ percent"). A qualifier is allowed when it is what the problem asks for:
      "at most" / "at least" when it asks for a greatest or least value, "\\approx" / "about" when it asks to round
      or estimate (without the problem, what it asks is not known and such a bound is allowed).
-  2. "The final answer is X" / "Final Answer: X" (the last one).
-  3. "The answer is X" / "Answer: X" (the last one).
+  2. "The final answer is X" / "Final Answer: X" (the last one). After a task word ("## Step 2: Calculate the
+     final answer", "Before giving the final answer, let me check: ...") it states only a value on its own line
+     ("To get the final answer: 7").
+  3. "The answer is X" / "Answer: X" (the last one). A marker that ends its line over a sentence of working,
+     with a "####" line or a box after it, is a heading and states nothing ("**Answer:**\n\nJanet sells ...").
   4. GSM8K's "#### N".
      For 2-4, earlier statements of the same kind must agree with the last unless a revision comes between
      ("Actually, ... the answer is 9"), and a later sentence retracting the answer for another value with a
-     hedge ("Wait, no, it might be 4.") leaves no answer, as for boxes.
+     hedge ("Wait, no, it might be 4.") leaves no answer, as for boxes. Statements agree by the value they give:
+     a true chain its result, a named value its value, a sentence its one number ("So the answer is 9 * 2 = 18."
+     then "The answer is: 18"; "The answer is 3 + 2 = 5.\n#### 5"); "7 = 5" gives no value and agrees with none.
+     In a statement, "$" before a digit whose would-be math span closes right before a digit is a price
+     ("$400 + $60 = $460").
   5. MATH only: a response that is just an answer ("$\\frac{1}{3}$"), or whose last sentence concludes
      ("Therefore, there are 12 sequences."). A response cut off mid-sentence concludes nothing.
      A statement's equation stays whole ("The answer is 7 = 5.", "So 2 + 2 = 5."): its last right side alone
      would hide a false left side; the comparison judges it.
+A chat token ("<|im_end|>", "</s>") ends the response. After one closed reasoning block ("<think>...</think>"; the
+opening tag may be in the prompt) only the text after it is read when it holds an answer or a hedge: the
+reasoning's tentative answers are not statements (two blocks, or text before the opening tag, are read whole).
 Statements of different kinds (a box, "the final answer is", "the answer is", "####") must give the same number
 unless a retraction comes between them ("The answer is 7. #### 5" and "\\boxed{5} #### 7" give nothing).
 A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), two values joined in it
@@ -63,8 +73,11 @@ value joined to the box that ends its clause ("\\boxed{5} and 7", "\\boxed{5} (a
 condition (another reading of the question: "If the question meant weekly, it would be 35.", "Had he bought 4, the
 answer would be 7.", "7 would be correct if ...") gives no answer (C2); a later check of the work ("Wait, let me check:
 12 - 3 = 9.", "If we check: 3 + 2 = 5.") and a counterfactual the response denies ("... he would have 6, which is
-not what the question says") do not. A condition right after a box belongs to it only in the box's sentence
-("\\boxed{5} unless Tom ate 2"); a new paragraph starting "If" is a later sentence.
+not what the question says") do not; a chain in such a sentence offers its result, not its operands ("If there are
+5 students to each teacher, 180 students would need 180/5 = 36 teachers." after \\boxed{36}), and a minus sign
+after a label is the value's sign ("So the answer is -50." after \\boxed{-50}; "Alt answer -7" offers -7). A
+condition right after a box belongs to it only in the box's sentence ("\\boxed{5} unless Tom ate 2"); a new
+paragraph starting "If" is a later sentence.
 A gold value met only mid-text (a guess, an intermediate step) is never enough (C4). Format reward: the
 answer was in \\boxed{} (GSM8K: or "#### N").
 

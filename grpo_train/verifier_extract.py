@@ -19,6 +19,7 @@ from grpo_train.verifier_hedge import (
     offers_several,
     retracts,
     same_answer,
+    stated_value,
 )
 from grpo_train.verifier_text import (
     EQUALS,
@@ -139,11 +140,18 @@ def _boxed_answer(text: str, boxes: list[tuple[int, int, str]]) -> str | None:
     return answer if all(same_answer(g, answer) for g, _ in groups[committed:]) else None
 
 
+# Dollar signs of prices: a "$" before a digit whose would-be math span closes right before a digit ("9 x $2 = $18").
+_PRICES = re.compile(r"(?<![\\$])\$\d[^$\n]{0,80}?\$\d")
+_PRICE_SIGN = re.compile(r"(?<![\\$])\$(?=\d)")
+
+
 def _span_after(text: str, pos: int) -> str | None:
     """The answer right after a marker: a math span, else the sentence's end ("... $V$ is 120." -> 120).
     A sentence that qualifies its value ("approximately $5$") or joins two with "or" is returned whole,
     math unwrapped, for the comparison to judge; one that hedges ("7, or maybe 5") gives None."""
     rest = text[pos : pos + SPAN_CHARS].lstrip()
+    if _PRICES.search(rest):
+        rest = _PRICE_SIGN.sub("", rest)  # "$400 + $60 = $460": the signs of prices, not math
     end = SENTENCE_END.search(rest, 1)
     sentence = _HOPE_TAIL.sub("", (rest[: end.start()] if end else rest).rstrip())
     if offers_several(sentence):
@@ -225,6 +233,11 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
     as two boxes would), or when a retraction after it offers another ("The answer is 5. Wait, no, it might
     be 7."); else ("ok", answer, where the last statement starts)."""
     matches = list(marker.finditer(text))
+    if marker is _FINAL_ANSWER:
+        matches = [match for match in matches if _states(text, match)]  # not "Step 2: Find the final answer"
+    if marker is not _HASH_ANSWER and matches:
+        answer_after = max(text.rfind("####"), text.rfind("\\boxed"))  # once: a scan per match would be quadratic
+        matches = [match for match in matches if not _heading(text, match, answer_after)]
     if not matches:
         return "none", None, 0
     if len(matches) > MAX_STATEMENTS:
@@ -237,19 +250,26 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
         if retracts(text[earlier.end() : later.start()]):
             break
         stated = _span_after(text, earlier.end())
-        if stated is not None and answer is not None and not same_answer(stated.strip(), answer):
+        if stated is not None and answer is not None and not _same_statement(stated.strip(), answer):
             return "hedge", None, 0
     if answer is not None and _retracted_after(text, matches[-1].end(), answer):
         return "hedge", None, 0
     return "ok", answer, matches[-1].start()
 
 
+def _same_statement(first: str, second: str) -> bool:
+    """Two statements of the answer agree: the same text or number, or the same value given ("So the answer is
+    9 * 2 = 18." then "The answer is: 18")."""
+    return same_answer(first, second) or same_answer(stated_value(first), stated_value(second))
+
+
 def _retracted_after(text: str, pos: int, answer: str) -> bool:
     """A sentence after the stated answer that retracts it and offers another value with a hedge ("Wait, no,
-    it might be 7."); a check that only restates the work ("Wait, let me check: 2 + 3 = 5.") does not."""
+    it might be 7."); a check that only restates the work ("Wait, let me check: 2 + 3 = 5.") does not, nor a line
+    that gives the statement's value again ("The answer is 3 + 2 = 5.\n#### 5")."""
     rest = text[pos:]
     end = SENTENCE_END.search(rest, 1)
-    return offered_later(rest[end.end() :] if end else "", answer)
+    return offered_later(rest[end.end() :] if end else "", stated_value(answer))
 
 
 def _closing_answer(text: str) -> str | None:
@@ -380,9 +400,32 @@ def _in_math(text: str, pos: int) -> bool:
 
 def extract_answer(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str]:
     """The final answer and its source: boxed, final_answer, answer_is, hash or closing (`problem` tells which
-    bounds around a box answer it).
+    bounds around a box answer it). A chat token ends the response; after a closed reasoning block that is followed
+    by an answer, only what follows is read (the reasoning's tentative answers are not statements).
     Source "conflict": different boxed answers, a hedge, or statements of the answer in different forms (a box,
     "the final answer is", "the answer is", "####") that give different numbers; "none": no answer found."""
+    if (chat := _CHAT_TOKEN.search(response)) is not None:
+        response = response[: chat.start()]  # "#### 18<|im_end|>": the next turn is not the answer
+    if (after := _after_thinking(response)) is not None:
+        answer, source = _extract_checked(after, dataset, problem)
+        if source != "none":
+            return answer, source
+    return _extract_checked(response, dataset, problem)
+
+
+def _after_thinking(response: str) -> str | None:
+    """The text after one closed reasoning block ("<think>...</think> The answer is 5."; the opening tag may be in the
+    prompt), else None. With two blocks, or an opening tag later than the start, text outside them is not
+    reasoning and the whole response is read."""
+    if response.count("</think>") != 1 or response.count("<think>") > 1:
+        return None
+    thinking, _, after = response.partition("</think>")
+    if "<think>" in thinking and thinking.lstrip().find("<think>") != 0:
+        return None
+    return after
+
+
+def _extract_checked(response: str, dataset: str, problem: str | None) -> tuple[str | None, str]:
     lowered = response.lower()
     answer, source, pos = _extract(response, lowered, dataset, problem)
     if answer is not None and source != "closing" and _contradicted(response, lowered, answer, pos):
@@ -454,6 +497,9 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
             continue
         if other.end() <= pos and not response[other.end() : pos].strip(" \t$*:([\\"):
             continue  # the marker of the answer's own statement ("The answer is $\\boxed{5}$")
+        answer_after = max(response.rfind("####"), response.rfind("\\boxed"))
+        if marker is not BOX_START and marker is not _HASH_ANSWER and _heading(response, other, answer_after):
+            continue  # "**Answer:**" over the working
         if marker is BOX_START and pos <= other.start() < pos + len(answer) + 40:
             continue  # the box of the answer's own statement
         if other.start() < pos and (retracts(response[other.end() : pos]) or (
@@ -485,9 +531,36 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
     return False
 
 
+# Words before "the final answer" that name a task, not a statement: "## Step 2: Calculate the final answer",
+# "Before giving the final answer, let me check: 5 - 2 = 3."
+_TASK_BEFORE = re.compile(
+    r"\b(?:calculat\w*|comput\w*|find\w*|determin\w*|get|getting|giv\w*|stat\w*|writ\w*|reach\w*|arriv\w*\s+at"
+    r"|obtain\w*|before|after|to|for|towards?)\s+(?:(?:the|our|a|my|your|its)\s+)?$",
+    re.IGNORECASE,
+)
+
+
+def _heading(text: str, marker: re.Match[str], answer_after: int) -> bool:
+    """An answer marker that heads the working rather than stating a value ("**Answer:**\n\nJanet sells 16 - 3 - 4 =
+    9 eggs ...\n#### 18"): it ends its line, the next line is a sentence (four words or more) that does not start
+    with a value, and a "####" line or a box later gives the answer (`answer_after`: where the last one starts)."""
+    if "\n" not in marker.group() or _VALUE_START.match(text, marker.end()) is not None:
+        return False
+    if len(text[marker.end() : marker.end() + 200].split("\n", 1)[0].split()) < 4:
+        return False  # "Answer:\nseven": a word, not working
+    return answer_after > marker.end()  # where the last "####" or box starts
+
+
 def _states(text: str, marker: re.Match[str]) -> bool:
-    """Whether a "final answer" marker states one: "the final answer is", "Final answer:", or a value right after."""
-    return _STATED.search(marker.group()) is not None or _VALUE_START.match(text, marker.end()) is not None
+    """Whether a "final answer" marker states one: "the final answer is" (also after "We find"), "Final answer:", or
+    a value right after. After a task word ("Calculate the final answer", "Before giving the final answer, let me
+    check: 5 - 2 = 3") only a value on the same line states one ("To get the final answer: 7")."""
+    if re.search(r"\bis\b", marker.group(), re.IGNORECASE):
+        return True
+    value_after = _VALUE_START.match(text, marker.end()) is not None
+    if _TASK_BEFORE.search(text[max(0, marker.start() - 40) : marker.start()]):
+        return value_after and "\n" not in marker.group()
+    return _STATED.search(marker.group()) is not None or value_after
 
 
 def _agree(stated: str | None, answer: str) -> bool:

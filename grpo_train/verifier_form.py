@@ -408,7 +408,10 @@ def echoes_question(answer: str, gold: str, response: str, problem: str | None) 
 # ----------------------------------------------------------------------------------------------------
 # Exact arithmetic on plain numbers (the sides of "3 + 5 = 8"), without SymPy and without eval
 
-_ARITH_TOKEN = re.compile(r"\s*(\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\}|\\times|\\cdot|\\div|[-+*/×÷()])")
+# "x" between numbers is a times sign in prose arithmetic ("9 x 2"); a lone "x" elsewhere is a variable (no value).
+_ARITH_TOKEN = re.compile(
+    r"\s*(\d+(?:\.\d+)?|\.\d+|\\frac\{\d+\}\{\d+\}|\\times|\\cdot|\\div|[-+*/×÷()]|x(?=\s*[\d.(]))"
+)
 
 
 def exact_value(latex: str) -> Fraction | None:
@@ -439,7 +442,7 @@ def _expression(tokens: list[str], pos: int) -> tuple[Fraction, int]:
 
 def _term(tokens: list[str], pos: int) -> tuple[Fraction, int]:
     value, pos = _factor(tokens, pos)
-    while pos < len(tokens) and tokens[pos] in ("*", "/", "×", "÷", "\\times", "\\cdot", "\\div"):
+    while pos < len(tokens) and tokens[pos] in ("*", "/", "×", "x", "÷", "\\times", "\\cdot", "\\div"):
         right, after = _factor(tokens, pos + 1)
         value, pos = (value / right if tokens[pos] in ("/", "÷", "\\div") else value * right), after
     return value, pos

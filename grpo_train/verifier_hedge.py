@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from grpo_train.verifier_text import MATH_SPAN, NUMBER_TOKEN, as_number, canonical, clean
+from grpo_train.verifier_form import exact_value
+from grpo_train.verifier_text import EQUALS, MATH_SPAN, NUMBER_TOKEN, as_number, canonical, clean, gsm8k_number
 
 SPAN_CHARS = 300  # how far after "the answer is" we read the answer
 RETRACTION = re.compile(
@@ -108,9 +109,11 @@ _FIRST_VALUE = re.compile(
 )
 # A later line that is only a value, or a label, a relation, an arrow or a bullet and a value, a whole line ("#### 5
 # \n7", "\\boxed{5}\n\n$7$", "\\[7\\]", "`7`", "\\textbf{7}", "P.S. 7", "Note: 7", "Alt answer - 7", "1) 7", "= 7",
-# "- 7"): another value put beside the answer.
+# "- 7"): another value put beside the answer. A hyphen after a label separates only before a space: in
+# "So the answer is -50." and "Alt answer -7" it is the sign of the value.
 _BARE_VALUE = re.compile(
-    r"[\s*_>#`]*(?:[A-Za-z][A-Za-z. ]{0,20}?\s*[:.)\-–—]\s*(?:[*_]+\s*)?|\d{1,2}[.)]\s+|(?:=|->|→|⇒|-(?=\s))\s*)?"
+    r"[\s*_>#`]*(?:[A-Za-z][A-Za-z. ]{0,20}?(?:\s*(?:[:.)–—]|-(?=\s))|\s(?=[-+]\.?\d))\s*(?:[*_]+\s*)?|\d{1,2}[.)]\s+"
+    r"|(?:=|->|→|⇒|-(?=\s))\s*)?"
     r"(?:(?:\$\$?|\\\[|\\\()\s*)?(?:\\(?:mathbf|textbf|mathrm|text|boxed)\s*\{\s*(?:\}\s*)?)?"
     r"([-+]?\.?\d[\d,]*(?:\.\d+)?)(?:\s*\})?(?:\s*(?:\$\$?|\\\]|\\\)))?[\s*_`]*(?:[.!]\s*)?"
 )
@@ -136,6 +139,29 @@ def same_answer(first: str, second: str) -> bool:
     numbers = as_number(clean(first)), as_number(clean(second))
     same_number = None not in numbers and numbers[0].value == numbers[1].value
     return same_number or canonical(first) == canonical(second)
+
+
+_NAMED = re.compile(r"[A-Za-z](?:_\{?\w{1,4}\}?)?")  # "x", "a_3", "a_{37}": one letter, subscripted or not
+
+
+def stated_value(statement: str) -> str:
+    """What a statement gives, to compare it with another statement of the response: the value a true chain ends
+    on ("9 * 2 = 18" -> "18", "x = {9}" -> "9", "3 + 2 = 5 apples" -> "5"), the one number of a sentence ("Tom has
+    5 apples" -> "5"), else the statement itself ("7 = 5" keeps its false left side and agrees with neither)."""
+    sides = [side.strip(" $") for side in EQUALS.split(statement)]
+    if len(sides) > 1:
+        *lefts, last = sides
+        value = gsm8k_number(last.rstrip(". "))
+        if value is None or not all(
+            _NAMED.fullmatch(left) or exact_value(clean(left)) == value.value for left in lefts
+        ):
+            return statement
+        statement = last.rstrip(". ")
+    number = gsm8k_number(statement)
+    if number is None:
+        return statement
+    value = number.value
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
 def alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool:
@@ -189,7 +215,7 @@ def offered_later(rest: str, answer: str) -> bool:
     for sentence in SENTENCE_BREAK.split(rest):
         values = []
         if RETRACTION.search(sentence) and HEDGE.search(sentence):  # "Wait, no, it might be 7."
-            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None]
+            values = _values_in(sentence)
         elif (
             (RETRACTION.match(_INTERJECTION.sub("", sentence)) or UNSURE.search(sentence))
             and RETRACTION.search(sentence)
@@ -197,7 +223,7 @@ def offered_later(rest: str, answer: str) -> bool:
         ):
             # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
             # check: 12 - 3 = 9.")
-            values = [v for m in _FIRST_VALUE.finditer(sentence) for v in m.groups() if v is not None][-1:]
+            values = _values_in(sentence)[-1:]
         if not _RULED_OUT.search(sentence):  # "The other solution is 3, which is extraneous.": not offered
             for offer in _OFFERED.finditer(sentence):
                 if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
@@ -207,9 +233,7 @@ def offered_later(rest: str, answer: str) -> bool:
                     values.append(next(g for g in value.groups() if g is not None))
         if _CONDITION_WORD.search(sentence) and not _DENIED.search(sentence):  # another reading's value
             values += [
-                _first_group(value)
-                for would in _WOULD_GIVE.finditer(sentence)
-                if (value := _FIRST_VALUE.match(sentence, would.end())) is not None
+                value for would in _WOULD_GIVE.finditer(sentence) if (value := _value_at(sentence, would.end()))
             ]
             values += [
                 _first_group(value)
@@ -221,6 +245,36 @@ def offered_later(rest: str, answer: str) -> bool:
         if any(not same_answer(v.strip(), answer) for v in values):
             return True
     return False
+
+
+# An arithmetic chain from a value to its result: "180/5 = 36", "20 * 3 = $60" (a decimal point may be inside it).
+_CHAIN_FROM = re.compile(r"(?:[^=;!?\n.]|\.(?=\d)){1,60}?=\s*\$?\s*[-+]?\.?\d[\d,]*(?:\.\d+)?")
+
+
+def _value_at(sentence: str, pos: int) -> str | None:
+    """The value a clause gives from `pos`: the result of a true chain ("would need 180/5 = 36 teachers" -> 36),
+    else its first value ("would be 35")."""
+    value = _FIRST_VALUE.match(sentence, pos)
+    if value is None:
+        return None
+    chain = _CHAIN_FROM.match(sentence, pos)
+    if chain is not None and (result := stated_value(chain.group())) != chain.group():
+        return result
+    return _first_group(value)
+
+
+def _values_in(sentence: str) -> list[str]:
+    """The values a sentence names, a true chain counted by its result ("If we redo it, 9*2 = 18." -> ["18"])."""
+    values, pos = [], 0
+    while (value := _FIRST_VALUE.search(sentence, pos)) is not None:
+        chain = _CHAIN_FROM.match(sentence, value.start())
+        if chain is not None and (result := stated_value(chain.group())) != chain.group():
+            values.append(result)
+            pos = chain.end()
+        else:
+            values.append(_first_group(value))
+            pos = value.end()
+    return values
 
 
 def _first_group(match: re.Match[str]) -> str:

@@ -95,7 +95,8 @@ y), "the answer": no operation or number, in digits or words, outside subscripts
 problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5" and
 "\\text{seven} = 5" are not 5, "x + y = 0" is not 0. An equation written as the problem writes one of its givens ("a
 + b + c + d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
-its letter, not by an equation ("z = c" for (C)). Plain numbers (thousands separators, `$`, `.0`, units, percent,
+its letter, not by an equation ("z = c" for (C)), or by its letter and that option's own text as the problem writes
+it ("(C) Plane"; "(C) Sphere" names two options and is wrong). Plain numbers (thousands separators, `$`, `.0`, units, percent,
 degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
 fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6), but "5%" does not answer
 5 when neither the gold nor the problem speaks of a percent; work in brackets after the answer that comes to it

@@ -153,6 +153,12 @@ def _split_digits(latex: str) -> bool:
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
+    maybe_letter = len(gold) <= 24 and len(answer) <= 400 and _LETTER.search(gold) is not None  # not a GSM8K gold
+    letter = CHOICE.match(canonical(gold)) if maybe_letter else None
+    if letter and (labelled := _LABELLED_OPTION.match(_option_words(answer))):
+        # "(C) Plane" answers (C) when Plane is option C's own text in the problem; "(C) Sphere" names two options.
+        own_text = _options(problem or "").get(labelled.group(1).upper())
+        return labelled.group(1).upper() == letter.group(1).upper() and own_text == _squeezed(labelled.group(2))
     if _qualified(answer, gold) or _other_angle_unit(answer, gold) or _percent_not_asked(answer, gold, problem):
         return False
     if unit_conflict(answer, problem) or (scaled(answer, problem) and not scaled(gold, None)):
@@ -178,6 +184,31 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
             return False
         unmatched.remove(partner)
     return True
+
+
+_LETTER = re.compile(r"[A-Fa-f]")
+# A multiple-choice letter with an option's text after it: "(C) Plane", "(B) 3(1 + r/10)^x = 7".
+_LABELLED_OPTION = re.compile(r"^\(([A-Fa-f])\)\s*(\S.*)$", re.DOTALL)
+# The options of a problem: "(C) Plane" on its own line, or "\\textbf{(B)}\\ 3(1 + r/10)^x = 7\\qquad" in a row.
+_OPTION = re.compile(r"\(([A-F])\)\}?\s*(?:\\\s*)?([^\n$]{1,120}?)\s*(?=\\qquad|\$|\n|\\textbf|\([A-F]\)|$)")
+
+
+def _option_words(latex: str) -> str:
+    """The visible text of an answer or an option: text wrappers, spacing, math delimiters and braces dropped."""
+    text = latex
+    for _ in range(8):  # nested wrappers, a few levels: "\\text{\\textbf{(C)} Plane}"
+        text = TEXT_WRAP.sub(r"\1", text)
+    text = re.sub(r"\\[ ,;:!]|\\q?quad(?![a-zA-Z])|\$", " ", text)
+    return re.sub(r"\s+", " ", text.replace("{", "").replace("}", "")).strip()
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", _option_words(text)).lower().rstrip(".")
+
+
+def _options(problem: str) -> dict[str, str]:
+    """{"C": "plane", ...}: each option's own text as the problem writes it, squeezed."""
+    return {match.group(1): _squeezed(match.group(2)) for match in _OPTION.finditer(problem[-2000:])}
 
 
 def _items(latex: str, other: str) -> tuple[str, ...]:

@@ -19,6 +19,11 @@ ORANGES = "Oranges cost $3 per kilogram. How much do 20 kilograms of oranges cos
 WAGES = "Eliza is paid $400 for her regular hours and $60 for overtime. How much does she earn this week?"
 SUM50 = "Compute $(1-2)+(3-4)+\\dots+(99-100)$."
 
+SHAPES = ("In cylindrical coordinates $(r,\\theta,z),$ find the shape described by the equation\n\\[z = c.\\](A) Line\n"
+          "(B) Circle\n(C) Plane\n(D) Sphere\n(E) Cylinder\n(F) Cone\n\nEnter the letter of the correct option.")
+GROWTH = ("Which equation has the largest solution $x$?\n\n$\\textbf{(A)}\\ 3(1 + r)^x = 7\\qquad \\textbf{(B)}\\ "
+          "3(1 + r/10)^x = 7\\qquad \\textbf{(C)}\\ 3(1 + 2r)^x = 7$")
+
 # (response, gold, dataset, problem, expected, why)
 STYLES = [
     # Statements of the answer compared by the value they give, not by their text.
@@ -83,6 +88,14 @@ STYLES = [
     ("She makes 9 * 2 = 18.\n#### 18<|im_end|>", "18", "gsm8k", EGGS, True, "an end-of-turn token"),
     ("The answer is: 5</s>", "5", "math", "What is $2+3$?", True, "an end-of-sequence token"),
     ("The answer is 7<|im_end|>The answer is 5", "5", "gsm8k", APPLES, False, "the next turn is not the answer"),
+    # A multiple-choice letter with its option's own text; another option's text names two options.
+    ("The answer is $\\boxed{\\text{(C) Plane}}$.", "\\text{(C)}", "math", SHAPES, True, "the letter and its text"),
+    ("$\\boxed{(C)\\ \\text{plane}}$", "\\text{(C)}", "math", SHAPES, True, "the text in lowercase"),
+    ("$\\boxed{\\textbf{(B)}\\ 3(1 + r/10)^x = 7}$", "\\text{(B)}", "math", GROWTH, True, "an equation option"),
+    ("$\\boxed{(C)\\ \\text{Sphere}}$", "\\text{(C)}", "math", SHAPES, False, "another option's text (scored 1)"),
+    ("$\\boxed{\\text{(C) Plane or (D) Sphere}}$", "\\text{(C)}", "math", SHAPES, False, "two options"),
+    ("$\\boxed{\\textbf{(B)}\\ 3(1 + r)^x = 7}$", "\\text{(B)}", "math", GROWTH, False, "option A's equation"),
+    ("$\\boxed{(C)\\ 5}$", "\\text{(C)}", "math", SHAPES, False, "a value that is no option's"),
 ]
 
 

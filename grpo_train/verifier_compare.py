@@ -47,7 +47,7 @@ from grpo_train.verifier_text import (
     prose_number,
     strip_wrappers,
 )
-from grpo_train.verifier_units import scaled, unit_conflict
+from grpo_train.verifier_units import rate_not_asked, scaled, unit_conflict
 
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
@@ -157,6 +157,8 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
         return False
     if unit_conflict(answer, problem) or (scaled(answer, problem) and not scaled(gold, None)):
         return False  # "5 minutes" for "How many hours"; "5 radians" asked in degrees; "5 squared", "5 lakh" for 5
+    if rate_not_asked(answer, problem):
+        return False  # "5 per day" for "How many apples does Tom have?"
     answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
     if _split_digits(answer_clean) and not _split_digits(gold_clean) and not as_number(answer_clean):
@@ -309,7 +311,12 @@ def _equation_value(latex: str, problem: str | None) -> str:
 _SUBSCRIPT_OR_ARGUMENTS = re.compile(r"_\{[^{}]*\}|_\\?\w+|(?<=[a-zA-Z'}])\s*\([^()]*\)")
 _OPERATION = re.compile(
     r"[-+*/^<>\d]|\\(?:[dt]?frac|sqrt|cdot|times|div|pm|mp|log|ln|exp|[dt]?binom|sum|prod|int|pi|infty)(?![a-zA-Z])"
-    r"|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|thousand)\b",
+    r"|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|thousand)\b"
+    # and in a few other languages (French, German, Spanish: "\\text{sept} = 5", "\\text{sieben} = 5")
+    r"|\b(?:deux|trois|quatre|cinq|sept|huit|neuf|dix|zwei|drei|vier|f(?:ü|ue)nf|sechs|sieben|acht|neun|zehn|uno|dos"
+    r"|tres|cuatro|cinco|seis|siete|ocho|nueve|diez)\b"
+    # a negated or disowned name is not the name: "\\text{not } x = 5", "\\text{wrong} = 5"
+    r"|\b(?:not|no|never|non|wrong|incorrect|false|bad|invalid)\b|n't\b|\\(?:neg|lnot|not)(?![a-zA-Z])",
     re.IGNORECASE,
 )  # a number written as a word is a number: "\\text{seven} = 5" is not 5
 

@@ -164,8 +164,8 @@ _NUMBER_WORDS = {
 
 def _line_value(line: str) -> str | None:
     """The value a line states alone once its decoration is dropped (see _LINE_DECORATION), else None."""
-    if len(line) > 200:
-        return None  # a value alone on a line is short
+    if len(line) > 120 or line.count(" ") > 8 or not _ANY_VALUE.search(line):
+        return None  # a value alone on a line is a few words at most; most lines after an answer hold none
     undecorated = _LINE_DECORATION.sub(" ", line)
     for bare in (undecorated[_LINE_LABEL.match(undecorated).end() :], undecorated):  # "Seven." is no label
         bare = bare.strip(" \t.!*_`>#|")

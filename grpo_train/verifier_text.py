@@ -135,6 +135,7 @@ _COMMENT = re.compile(
     r"|^[ \t]*\[[^\]\n]{0,40}\]:[ \t]*(?:#|<>)[ \t]*\([^\n]*\)[ \t]*$",
     re.S | re.M | re.I,
 )
+_UNRENDERED = re.compile(r"<(?:script|style|template|noscript)\b", re.IGNORECASE)
 _FOOTNOTE = re.compile(r"\\footnote\s*(?=\{)")
 
 
@@ -159,7 +160,9 @@ def visible(text: str) -> str:
     dropped, a visible colour's command removed around what it colours, footnotes read as later paragraphs.
     Linear: each dropped group is skipped once."""
     text = text.translate(_ZERO_WIDTH)
-    if "<" in text or "\\iffalse" in text or "{comment}" in text or "]:" in text:
+    if "<!--" in text or "<?" in text or "\\iffalse" in text or "{comment}" in text or "]:" in text or (
+        "<" in text and _UNRENDERED.search(text)
+    ):
         text = _COMMENT.sub(" ", text)
     if "\\footnote" in text:
         text = _footnotes_as_paragraphs(text)

@@ -138,7 +138,7 @@ def test_sixth_pass_rules_stay_linear_on_a_megabyte():
         ("[x]: # (" * (n // 8) + "\\boxed{5}", "math", None, True),  # an unclosed comment line is no comment
         ("<s " * (n // 3) + "\\boxed{5}", "math", None, True),  # '<' that opens no element
         ("\\boxed{5}\n" + "\\framebox{" * (n // 10), "math", None, True),
-        ("\\boxed{5}\n" + "<b>" * (n // 3) + "7", "math", None, True),  # a line past 200 characters is no value
+        ("\\boxed{5}\n" + "<b>" * (n // 3) + "7", "math", None, True),  # a line past 120 characters is no value
         ("\\boxed{5}\n" + "So " * (n // 3), "math", None, True),
         ("\\boxed{5}" + " _" * (n // 2) + "or 7", "math", None, True),  # past the window read after the box
         ("\\boxed{5}" + "（" * (n // 2), "math", None, True),

@@ -140,8 +140,9 @@ given (training and evaluation always give it):
     ceil; det; binomial; each \\operatorname): the parser or SymPy evaluates some of them away ("\\gcd(X, X)",
     "\\max(X, X)", "\\log_{10} 10^{X}", "X\\sin^2 t + X\\cos^2 t" do not answer X);
   - what the problem asks for is the form: asked for a decimal, a fraction is not final; asked for a
-    fraction, a repeating decimal is not; asked to factor, a sum (or a product of fewer factors than the
-    gold's) is not; asked to expand, a product of sums is not;
+    fraction, a repeating decimal is not; asked for a mixed number, an improper fraction or a decimal is not;
+    asked for scientific notation, a factor below 1 or from 10 up is not ("52 \\times 10^{-5}"); asked to factor,
+    a sum (or a product of fewer factors than the gold's) is not; asked to expand, a product of sums is not;
   - an answer written as one of the problem's math spans, or parsed to the same tree (terms of sums and
     products ordered), when the gold is not written there, is an echo ("write $\\frac{57}{160}$ as a
     decimal" -> 57/160; "(6a+4)/5-(3a+1)/4" for "simplify $\\frac{4+6a}{5}-\\frac{1+3a}{4}$").

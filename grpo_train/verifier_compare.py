@@ -32,6 +32,7 @@ from grpo_train.verifier_text import (
     CHOICE,
     EQUALS,
     MATH_SPAN,
+    MIXED_NUMBER,
     MULTIPLIER,
     QUALIFIER,
     RELATION,
@@ -289,6 +290,8 @@ def _numbers_match(
         return False  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
     if answer.form in ("fraction", "repeating") and gold.form == "decimal":
         return "decimal" not in asked and not echoes_question(answer_clean, gold_clean, response, problem)
+    if "mixed" in asked and MIXED_NUMBER.match(gold_clean) and not MIXED_NUMBER.match(answer_clean):
+        return False  # asked for a mixed number, "7/2" and "3.5" are not one
     # Written as the question writes it, not as the gold: "write $2.5$ as a fraction" -> 2.5.
     return problem is None or not echoes_question(answer_clean, gold_clean, response, problem)
 
@@ -402,6 +405,9 @@ def _sympy_equal(gold: str, answer: str) -> tuple[Basic, Basic] | None:
     return (gold_tree, answer_tree) if _exactly_equal(gold_tree, answer_tree) else None
 
 
+_SCIENTIFIC = re.compile(r"^[-+]?[1-9](?:\.\d+)?\s*(?:\\times|\\cdot|×|\*)\s*10\s*\^")
+
+
 def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
     """Math-Verify's equivalence, confirmed exactly, and the answer-form rule: the answer may not
     leave undone an operation the gold has done, nor the form the problem asks for."""
@@ -420,6 +426,8 @@ def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
     if srepr(answer_tree) in question and srepr(gold_tree) not in question:
         return False  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
     asked = asks_for(problem)
+    if "scientific" in asked and _SCIENTIFIC.match(clean(gold)) and not _SCIENTIFIC.match(clean(answer)):
+        return False  # asked for scientific notation, "52 \\times 10^{-5}" is not it (the factor is from 1 to 10)
     if "factor" in asked and symbolic_factors(answer_tree) < symbolic_factors(gold_tree):
         return False  # asked to factor, the answer is a sum or less factored than the gold
     # Asked to expand, a product of sums is not expanded (unless the gold is one).

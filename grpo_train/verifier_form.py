@@ -330,11 +330,14 @@ _ASKS = {
     "fraction": re.compile(r"\bfraction\b", re.IGNORECASE),
     "factor": re.compile(r"\bfactor(?:i[sz]e[ds]?|i[sz]ation|ed|ing)?\b(?!\s+of\b)", re.IGNORECASE),
     "expand": re.compile(r"\bexpand(?:ed|ing)?\b|\bmultiply\s+out\b", re.IGNORECASE),
+    "mixed": re.compile(r"\bmixed\s+numbers?\b", re.IGNORECASE),
+    "scientific": re.compile(r"\bscientific\s+notation\b", re.IGNORECASE),
 }
 
 
 def asks_for(problem: str | None) -> set[str]:
-    """What form the problem asks the answer in: "decimal", "fraction", "factor" or "expand"."""
+    """What form the problem asks the answer in: "decimal", "fraction", "factor", "expand", "mixed" (a mixed number)
+    or "scientific" (scientific notation)."""
     if not problem:
         return set()
     prose = MATH_SPAN.sub(" ", problem)  # "$x^2$ is a factor of" is not an instruction

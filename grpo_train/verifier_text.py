@@ -337,7 +337,7 @@ _NUMBER = re.compile(r"^[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d{0,2}(?: \d{3})+|
 _REPEATING = re.compile(r"^(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{?(\d+)\}?$")  # 0.1\overline{6}
 _FRACTION = re.compile(r"^([-+]?)\\frac\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))$")
 _SLASH_FRACTION = re.compile(r"^([-+]?)(\d+)\s*/\s*(\d+)$")
-_MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
+MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
 _PERCENT = re.compile(r"\s*(?:%|\bpercent(?:age)?|\bpct)$")
 _DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
 _BASE_TEN = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*10\s*\}|10)$")
@@ -451,7 +451,7 @@ def as_number(latex: str) -> PlainNumber | None:
         # A period of nines or of zeros is another spelling of a terminating number (4.9\overline{9} and 5.\overline{0}
         # are 5): not in final form.
         return PlainNumber(-value if sign else value, "repeating", reduced=set(period) not in ({"9"}, {"0"}))
-    if m := _MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
+    if m := MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
         sign, num, den = m.group(1), int(m.group(3)), int(m.group(4))
         return _fraction(sign, int(m.group(2)) * den + num, den, den > num)
     if m := _FRACTION.match(s):

@@ -191,6 +191,21 @@ SIXTH_PASS: list[Case] = [
         (_box("\\frac{-1}{3}"), True, "a sign in the numerator"),
         (_box("-\\frac{1}{3}"), True, "a sign before the fraction"),
     ]),
+    # the form the problem asks for: a mixed number, scientific notation (a factor from 1 to below 10)
+    *_cases("echo", "Express $\\frac{7}{2}$ as a mixed number.", "3\\frac{1}{2}", [
+        (_box("\\frac{7}{2}"), False, "an improper fraction when a mixed number is asked"),
+        (_box("7/2"), False, "an improper fraction with a slash"),
+        (_box("3.5"), False, "a decimal when a mixed number is asked"),
+        (_box("3\\frac12"), True, "the mixed number"),
+        (_box("3 \\tfrac{1}{2}"), True, "the mixed number, spaced, with \\tfrac"),
+    ]),
+    *_cases("echo", "Write $0.00052$ in scientific notation.", "5.2\\times10^{-4}", [
+        (_box("52\\times10^{-5}"), False, "a factor above 10"),
+        (_box("0.52\\times 10^{-3}"), False, "a factor below 1"),
+        (_box("0.00052"), False, "the question's number"),
+        (_box("5.2\\times10^{-4}"), True, "scientific notation"),
+        (_box("5.2 \\cdot 10^{-4}"), True, "scientific notation with \\cdot"),
+    ]),
     # ------------------------------------------------------------------------------------------------
     # scale: an operation in words before or after the number; rate: a rate where an amount is asked
     *_cases("scale", BUYS, "5", [

@@ -401,10 +401,12 @@ APPROXIMATE = re.compile(
     r"|at\s+(?:least|most)|or\s+so|-?ish|estimated|something\s+like|somewhere\s+(?:near|around|about|between))(?![a-z])",
     re.IGNORECASE,
 )
-# A relation other than "=": "\\geq 5", "x \\neq 5", "\\approx 5", "\\lesssim 5", "\\not= 5", "≈ 5".
+# A relation other than "=": "\\geq 5", "x \\neq 5", "\\approx 5", "\\lesssim 5", "\\not= 5", "≈ 5", and every Unicode
+# relation sign ("⩾ 5", "≦ 5", "≒ 5", "⊆"; not "≡", which a residue writes, as "\\equiv" is not one).
 RELATION = re.compile(
     r"\\(?:n?(?:[lg]eq?(?:q|slant)?|[lg]t|less\w*|gtr\w*|sim\w*|approx\w*|cong|ll|gg|prec\w*|succ\w*)|neq?|not"
-    r"|[lg]n(?:eq|eqq|sim|approx)|propto|doteq|backsim\w*|eqsim|thicksim|thickapprox)(?![a-zA-Z])|[<>≈≥≤≠≲≳≃≅≪≫∼]"
+    r"|[lg]n(?:eq|eqq|sim|approx)|propto|doteq|backsim\w*|eqsim|thicksim|thickapprox)(?![a-zA-Z])"
+    r"|[<>∼∽∝～〜⁓\u2241-\u2260\u2262\u2264-\u228b\u22cd\u22d6-\u22ed\u2a66-\u2afa]"
 )
 # A qualifier, a relation or a negation right before a box: "at least $\\boxed{5}$", "$\\geq \\boxed{5}$", "not
 # $\\boxed{5}$"; and right after it: "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5} \\pm 1$", "$\\boxed{5}$?",

@@ -45,6 +45,16 @@ SIXTH_PASS: list[Case] = [
         ("He will have 40-32=8 screws left over\n**$\\boxed{5}$**", True, "a line before the box ending on 'over'"),
         ("Tom counts them once more.\n\n$\\boxed{5}$", True, "a sentence before the box"),
     ], dataset="gsm8k"),
+    *_cases("qualifier", APPLES, "5", [
+        ("⩾ $\\boxed{5}$", False, "a Unicode relation sign before the box"),
+        ("≦ $\\boxed{5}$", False, "a Unicode relation sign before the box"),
+        ("≒ $\\boxed{5}$", False, "a Unicode approximation sign before the box"),
+        ("～ $\\boxed{5}$", False, "a full-width tilde before the box"),
+        ("Tom has $\\boxed{5}$ apples.", True, "no relation"),
+    ], dataset="gsm8k"),
+    *_cases("recall", "What is the residue of $11$ modulo $7$?", "4", [
+        ("$11 ≡ \\boxed{4} \\pmod{7}$", True, "a congruence sign before a residue's box"),
+    ]),
     *_cases("qualifier", "Round $4.6$ to the nearest whole number.", "5", [
         ("Rounded: $\\boxed{5}$", True, "a rounding the problem asks for"),
     ]),

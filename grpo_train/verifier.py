@@ -90,8 +90,9 @@ roughly") counts too, and so does a lowercase -ly adverb right before the number
 unless it keeps the number exact or affirms it ("exactly 5", "only 5", "simply 5", "clearly 5"); a frequency, a
 rounding, a tentative or unverified value and an operation in words are not the number either ("often 5", "rounded:
 5", "min 5", "5 (tentative)", "x = 5 (assumed)", "5 (floor)", "at the very least 5", "twice 5", "5 doubled"). A rate
-("5 per day", "5 each", "5 apiece", "5 apples a week") is not the amount a question asks for unless the question (the
-problem's last sentence) asks for a rate: "per", "each", "every", "apiece", "a day", "rate", "average" or "/".
+("5 per day", "5 each", "5 apiece", "5 apples a week") is not the count a "how many" question asks for unless the
+question (the problem's last sentence) asks for a rate: "per", "each", "every", "apiece", "a day", "daily", "rate",
+"average", "fast", "speed" or "/".
 An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle ABC, (x,
 y), "the answer": no operation or number, in digits or words (English, French, German, Spanish), outside subscripts
 and arguments, and no negation: "\\text{not } x", "\\text{wrong}" are no names), an expression the

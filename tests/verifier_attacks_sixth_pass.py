@@ -242,6 +242,15 @@ SIXTH_PASS: list[Case] = [
     *_cases("rate", "Five apples cost $25. How much does each apple cost?", "5", [
         ("#### $5 each", True, "the rate the question asks for"),
     ], dataset="gsm8k"),
+    *_cases("rate", "A box of 10 pencils costs $20. How much does one pencil cost?", "2", [
+        ("#### $2 each", True, "a price per item: not a 'how many' question"),
+    ], dataset="gsm8k"),
+    *_cases("rate", "She works 40 hours in 5 days. How many hours does she work daily?", "8", [
+        ("#### 8 hours per day", True, "'daily' asks for a rate"),
+    ], dataset="gsm8k"),
+    *_cases("rate", "The car goes 120 miles in 2 hours. How fast does the car go?", "60", [
+        ("#### 60 miles per hour", True, "a speed: not a 'how many' question"),
+    ], dataset="gsm8k"),
     # ------------------------------------------------------------------------------------------------
     # bad_gold: a division by zero in any spelling, placeholders and special tokens
     *[

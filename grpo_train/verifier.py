@@ -11,8 +11,11 @@ The rules below follow the labelling conventions of ../shared/data/README.md (nu
 false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
 
 Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..},
-zero-width characters, comments (HTML's "<!-- .. -->", LaTeX's "\\iffalse .. \\fi" and comment environment; an
-unclosed one runs to the end) and content in a colour not known to print are dropped, and a footnote
+zero-width characters, comments (HTML's "<!-- .. -->", LaTeX's "\\iffalse .. \\fi" and comment environment, markdown's
+"[//]: # (..)" line; an unclosed one runs to the end), HTML a page does not render ("<script>", "<style>",
+"<template>", "<noscript>", "<? .. ?>") and content in a colour not known to print are dropped, spaces of other widths
+("\\u00a0", "\\u2009") are spaces, letters that print as Latin ones (Cyrillic "о", "а", ...; Greek "ο") are read as
+them ("$5$ оr $7$" offers two values), and a footnote
 ("\\footnote{X}") is read as a later paragraph X (it prints below the text); a colour prints when it is a named
 colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% colour ("green!40"), or a value
 (rgb, RGB, HTML, hex, gray, cmyk, hsb) at least that far from white; white, pale or unknown names ("snow",
@@ -37,7 +40,8 @@ colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% c
      "= x" names it, and a degree or percent sign (or word) after it is the answer's ("$\\boxed{30}^\\circ$",
      "$\\boxed{28}\\%$", "$\\boxed{28}$ percent"). A qualifier is allowed when it is what the problem asks for:
      "at most" / "at least" when it asks for a greatest or least value, "\\approx" / "about" when it asks to round
-     or estimate (without the problem, what it asks is not known and such a bound is allowed).
+     or estimate (without the problem, what it asks is not known and such a bound is allowed). A box opening its
+     line takes a line before it that is only a qualifier ("At least\n\n$$\boxed{5}$$").
   2. "The final answer is X" / "Final Answer: X" (the last one). After a task word ("## Step 2: Calculate the
      final answer", "Before giving the final answer, let me check: ...") it states only a value on its own line
      ("To get the final answer: 7").
@@ -63,13 +67,20 @@ unless a retraction comes between them ("The answer is 7. #### 5" and "\\boxed{5
 A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), two values joined in it
 ("$5$ / $7$", "$5$ apples or $7$ apples", "5, though 7 is also plausible"), a different value right after the
 answer ("\\boxed{5} (or possibly 7)", "\\boxed{5} / 7", "\\boxed{5} (7?)", "\\boxed{5}, otherwise 7", "\\boxed{5} ou
-7", "\\boxed{5} (7 if counting Tom)", "\\boxed{5} unless Tom ate 2", "The answer is 5. Or 7."), or a later sentence
+7", "\\boxed{5} (7 if counting Tom)", "\\boxed{5} unless Tom ate 2", "The answer is 5. Or 7.", "\\boxed{5} failing that
+7", "\\boxed{5} (backup 7)"; what follows a box is read without markdown emphasis, HTML tags, LaTeX spacing and
+full-width brackets: "\\boxed{5} _or_ 7", "\\boxed{5}（or 7）", "\\boxed{5} \\; \\text{or} \\; 7"), or a later sentence
 offering or correcting to another value ("It could also be 7.", "7 is also possible.", "7 also works.",
 "Alternative answer: 7.", "Wait, 6.", "Hmm, actually I think it's 7.", a later line that is only another value or
 a label, a relation, an arrow or a bullet and one, in math, code or bold or not: "#### 5\\n7", "P.S. 7", "Note: 7.",
-"1) 7", "= 7", "- 7", "\\[7\\]", "`7`"), a
+"1) 7", "= 7", "- 7", "\\[7\\]", "`7`"; so once its decoration is dropped: box, font, size and colour commands, HTML,
+table bars, a connective or a label with any separator: "\\framebox{7}", "{\\bf 7}", "<sub>7</sub>", "| 7 |", "Hence
+7.", "∴ 7", "TL;DR: 7", "Answer = 7", "Seven."; others' or second answers: "Some might say 7.", "A case can be made for
+7.", "I'd also accept 7.", "Then again, 7.", "Either that or 7.", "Unless it's 7.", "If not, 7.", "7 cannot be ruled
+out.", "Possible answers: 5, 7."), a
 value joined to the box that ends its clause ("\\boxed{5} and 7", "\\boxed{5} (also 7)", "\\boxed{5} & 7",
-"$\\boxed{5}$, 7", "\\boxed{5} -> 7", "\\boxed{5} vs 7", "\\boxed{5}\\text{ (or 7)}") or giving another value under a
+"$\\boxed{5}$, 7", "\\boxed{5} -> 7", "\\boxed{5} vs 7", "\\boxed{5} ≈ 7", "\\boxed{5}\\text{ (or 7)}") or giving
+another value under a
 condition (another reading of the question: "If the question meant weekly, it would be 35.", "Had he bought 4, the
 answer would be 7.", "7 would be correct if ...") gives no answer (C2); a later check of the work ("Wait, let me check:
 12 - 3 = 9.", "If we check: 3 + 2 = 5.") and a counterfactual the response denies ("... he would have 6, which is
@@ -89,15 +100,21 @@ lists; a list equals the gold when each item matches a different gold item, in a
 condition or a choice the gold does not state ("5 (if no apples were eaten)", "either 5"), however its words are
 split over text groups ("\\text{mo}\\text{re than }5"); an approximation word anywhere in the answer ("5 apples,
 roughly") counts too, and so does a lowercase -ly adverb right before the number ("basically 5", "virtually 5")
-unless it keeps the number exact or affirms it ("exactly 5", "only 5", "simply 5", "clearly 5").
+unless it keeps the number exact or affirms it ("exactly 5", "only 5", "simply 5", "clearly 5"); a frequency, a
+rounding, a tentative or unverified value and an operation in words are not the number either ("often 5", "rounded:
+5", "min 5", "5 (tentative)", "x = 5 (assumed)", "5 (floor)", "at the very least 5", "twice 5", "5 doubled"). A rate
+("5 per day", "5 each", "5 apiece", "5 apples a week") is not the count a "how many" question asks for unless the
+question (the problem's last sentence) asks for a rate: "per", "each", "every", "apiece", "a day", "daily", "rate",
+"average", "fast", "speed" or "/".
 An equation is read as its last right side only if every left side is a name (x, a_3, f(2), |z|, \\angle ABC, (x,
-y), "the answer": no operation or number, in digits or words, outside subscripts and arguments), an expression the
+y), "the answer": no operation or number, in digits or words (English, French, German, Spanish), outside subscripts
+and arguments, and no negation: "\\text{not } x", "\\text{wrong}" are no names), an expression the
 problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2 \\times 9 = 18"); "7 = 5" and
 "\\text{seven} = 5" are not 5, "x + y = 0" is not 0. An equation written as the problem writes one of its givens ("a
 + b + c + d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
 its letter, not by an equation ("z = c" for (C)), or by its letter and that option's own text as the problem writes
-it ("(C) Plane"; "(C) Sphere" names two options and is wrong). Plain numbers (thousands separators, `$`, `.0`, units, percent,
-degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
+it ("(C) Plane"; "(C) Sphere" names two options and is wrong). Plain numbers (thousands separators, `$`, `.0`, units,
+percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
 fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6), but "5%" does not answer
 5 when neither the gold nor the problem speaks of a percent; work in brackets after the answer that comes to it
 exactly is shown work ("18 (3 + 15)", "18 (= 3 + 15)"), any other bracketed value a second one; a multiplier word or
@@ -111,7 +128,8 @@ what is missing: "than", "still", "need", "left", "remain", ...: "5 more apples"
 need?"); a unit of the kind the problem asks in but another unit of it is another value ("5 minutes" for "How many
 hours ...", "5 cm" for "How many meters", "5 cents" for "How many dollars", "5 rad" for "in degrees", "$5^\\circ$"
 for "in radians"; kinds: time, length, mass, volume, money, angle); digits apart with only a space between outside
-LaTeX are two numbers ("1 2" is not 12; a space groups thousands only: "1 000"); an ellipsis after a number leaves it
+LaTeX, or a LaTeX space between digits, are two numbers ("1 2", "5\\,7" are not 12, 57; a space groups thousands
+only: "1 000", "10\\,000"); an ellipsis after a number leaves it
 unfinished ("5...", "5…"); a dash or hyphen before a number is a minus sign ("–5", "‐5", "－5"), not between two
 ("4–6" is a range); an answer written as a sentence ("Jane started 3 hours ago") is its one number, unless an
 operation acts on it ("(some words) \\times \\frac{3}{3}"). Everything else goes to Math-Verify
@@ -125,7 +143,8 @@ has carried out every operation the gold has carried out; an answer still holdin
 expression, however it is spelled. It is about what the problem asks, so it applies when the problem is
 given (training and evaluation always give it):
   - a number is answered by a number written out in digits (an integer, decimal, fraction in lowest terms,
-    mixed number or repeating decimal whose period is not all nines or all zeros): "99^2+99+1", "(X)+0", "1\\cdot(X)",
+    mixed number or repeating decimal whose period is not all nines or all zeros; a fraction with a sign in its
+    denominator or two signs is not: "\\frac{-1}{-3}", "-\\frac{-1}{3}"): "99^2+99+1", "(X)+0", "1\\cdot(X)",
     "\\binom{31}{28}", "\\log_2 64", "|-3|", "\\sqrt{16}", "2^{10}", "\\frac{6}{8}", "4.\\overline{9}" and
     "\\text{five}" do not answer 9901, ..., 3/4, 5, 5;
   - otherwise the answer may not show an operation left undone that the gold does not show: a sum with
@@ -136,8 +155,9 @@ given (training and evaluation always give it):
     ceil; det; binomial; each \\operatorname): the parser or SymPy evaluates some of them away ("\\gcd(X, X)",
     "\\max(X, X)", "\\log_{10} 10^{X}", "X\\sin^2 t + X\\cos^2 t" do not answer X);
   - what the problem asks for is the form: asked for a decimal, a fraction is not final; asked for a
-    fraction, a repeating decimal is not; asked to factor, a sum (or a product of fewer factors than the
-    gold's) is not; asked to expand, a product of sums is not;
+    fraction, a repeating decimal is not; asked for a mixed number, an improper fraction or a decimal is not;
+    asked for scientific notation, a factor below 1 or from 10 up is not ("52 \\times 10^{-5}"); asked to factor,
+    a sum (or a product of fewer factors than the gold's) is not; asked to expand, a product of sums is not;
   - an answer written as one of the problem's math spans, or parsed to the same tree (terms of sums and
     products ordered), when the gold is not written there, is an echo ("write $\\frac{57}{160}$ as a
     decimal" -> 57/160; "(6a+4)/5-(3a+1)/4" for "simplify $\\frac{4+6a}{5}-\\frac{1+3a}{4}$").
@@ -147,8 +167,11 @@ problem only the chain echo applies ("X = ... = \\boxed{X}"). Its limit: an oper
 evaluate on its own (log 64 / log 2 beside an irrational gold) is not seen as undone.
 
 A gold that cannot be scored (empty, unbalanced, only delimiters, an empty part such as "\\frac{}{7}", "y =", "a^",
-"^2" or "(1,)", a chat template's token, a division by zero, boxes that disagree, side by side or not, a placeholder
-such as "N/A", "N.A.", "None", "nan", "?", "error", "xxx", "{answer}", "no answer", "not applicable", "—", a GSM8K
+"^2" or "(1,)", empty tags "<answer></answer>", a chat template's or a tokenizer's token ("<unk>", "[MASK]"), a
+division by zero in any spelling ("1 \\div 0", "\\frac{1}{0.0}", a divisor that comes to zero: "5/(1-1)"), boxes that
+disagree, side by side or not, a placeholder such as "N/A", "N.A.", "None", "nan", "-nan", "?", "error", "xxx",
+"{answer}", "no answer", "not applicable", "—", a spreadsheet's error ("#N/A", "#DIV/0!"), a blank to fill in
+("FILL_IN", "ANSWER_HERE", "\\text{insert answer}", "\\square"), a GSM8K
 gold that is not a number) gives status "error" naming it, for every response; a MATH gold Math-Verify cannot parse
 does so for every response whose answer needs it parsed (parsing every gold up front would cost more than the
 comparisons).
@@ -159,7 +182,8 @@ than 400 characters or 100 numbers and letters, brackets nested deeper than 8, a
 gamma, a literal of 40+ digits, a factorial or binomial of anything but a small literal, an exponent holding a
 factorial, a power, a binomial or a decimal of 4+ places or whose integers multiply to more than 10^4, a
 bracketed base raised to more than 12 or a bracketed sum expanding past 100 terms, a literal's power past
-20000 digits, a function raised past 6, a root of index past 100, powers of powers beyond 10^4, more than 3
+20000 digits (past 300 beside a function: "\\sin(10^{1000})"), a function raised past 6, a root of index past 100,
+powers of powers beyond 10^4, more than 3
 functions or a function of a function:
 "(99!)!", "9^{99!}", "10^{999 \\cdot 999 \\cdot 999}", "\\binom{10^{99}}{10^{98}}", "(x+1)^{100}",
 "\\tan(\\tan(\\tan(x+1)+1)+1)", "2^{0.5000000000001}", "(a+b+c+d+e)^{20}", "1.0000001^{10000}". Every regex
@@ -178,6 +202,7 @@ from dataclasses import dataclass
 
 from grpo_train.verifier_compare import UnreadableGold, answers_match, warm_up
 from grpo_train.verifier_extract import extract_answer, gold_answer
+from grpo_train.verifier_form import exact_value
 from grpo_train.verifier_text import TEXT_WRAP, as_number, clean, forget, gsm8k_number, strip_wrappers, visible
 
 __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_correct", "judge", "judge_with_timeout",
@@ -186,9 +211,12 @@ __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_corre
 DATASETS = ("gsm8k", "math")
 _STRUCTURE = re.compile(r"\\(?:[dtc]?frac|sqrt|text\w*|math\w*|left|right|boxed|fbox|begin|end|cdot|times|div)\b")
 _PLACEHOLDER = re.compile(
-    r"[(\[<{]*\s*(?:n\s*[/.]?\s*a\.?|none|null|nan|\?+|tbd|todo|unknown|[-–—]+|\.\.\.|\\[lcv]?dots|error|invalid|x{2,}"
+    r"[(\[<{]*\s*(?:n\s*[/.]?\s*a\.?|none|null|[-+]?nan|\?+|tbd|todo|unknown|[-–—]+|\.\.\.|\\[lcv]?dots|error|invalid|x{2,}"
+    # a spreadsheet's error value, a blank to fill in, an empty box drawn as a symbol
+    r"|\#(?:n/?a|value!|div/0!|ref!|name\?|num!|null!)|fill[\s_-]*in(?:[\s_-]*the[\s_-]*blank)?|insert[\s_]+(?:the[\s_]+|your[\s_]+)?answer"
+    r"|\\(?:square|blacksquare|Box|boxed\s*\{\s*\})"
     r"|not\s+(?:applicable|available|given|known)|unanswerable"
-    r"|(?:your\s+|final\s+|the\s+|no\s+)?(?:answer|ans|gold|result)(?:\s+here)?|placeholder|missing|blank|empty)"
+    r"|(?:your[\s_]+|final[\s_]+|the[\s_]+|no[\s_]+)?(?:answer|ans|gold|result)(?:[\s_]+here)?|placeholder|missing|blank|empty)"
     r"\s*[)\]>}]*\.?",
     re.IGNORECASE,
 )
@@ -197,9 +225,15 @@ _EMPTY_ARGUMENT = re.compile(
     r"\\(?:[dt]?frac|sqrt|[dt]?binom)\s*(?:\{[^{}]*\}\s*)?\{\s*\}|[\^_]\s*(?:\{\s*\}|$)|^\s*[\^_]"
     r"|(?:^|[(\[{]|\\\{)\s*,|,\s*(?:$|[)\]}]|\\\}|\\right)|,\s*,"
 )
-_CHAT_MARKUP = re.compile(r"<\|[^|>]{1,40}\|>|</?s>")  # "<|endoftext|>": a chat template's token, not an answer
+# "<|endoftext|>", "<unk>", "[MASK]": a chat template's or a tokenizer's special token, not an answer
+_CHAT_MARKUP = re.compile(
+    r"<\|[^|>]{1,40}\|>|</?s>|<(?:mask|unk|pad|eos|bos|cls|sep)>|\[(?:MASK|UNK|PAD|CLS|SEP|EOS|BOS)\]"
+)
+_TAGS = re.compile(r"</?[a-zA-Z][\w-]{0,20}>")  # "<answer></answer>" holds nothing
 # A gold that divides by zero: "\\frac{1}{0}", "0/0".
 _BY_ZERO = re.compile(r"\\[dt]?frac\s*(?:\{[^{}]*\}|\w)\s*(?:\{\s*0\s*\}|0(?!\d))|/\s*0(?![\d.])")
+# ... or by a divisor that comes to zero: "1 \\div 0", "\\frac{1}{0.0}", "\\frac{1}{1-1}", "5/(1-1)".
+_DIVISOR = re.compile(r"\\[dt]?frac\s*\{[^{}]*\}\s*\{([^{}]*)\}|(?:/|\\div)\s*(?:\(([^()]*)\)|\{([^{}]*)\}|(\d[\d.]*))")
 _EMPTY_SIDE = re.compile(r"^\s*=|(?<![<>!\\])=\s*$")
 
 
@@ -242,7 +276,7 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
     if problem is not None:
         return "", f"gold {gold!r}: {problem}"
     stripped = strip_wrappers(text)
-    if not TEXT_WRAP.sub(r"\1", stripped).strip():
+    if not _TAGS.sub("", TEXT_WRAP.sub(r"\1", stripped)).strip():
         return "", f"gold {gold!r} is empty once its delimiters are removed"
     if _PLACEHOLDER.fullmatch(TEXT_WRAP.sub(r"\1", stripped).strip()):
         return "", f"gold {gold!r} is a placeholder, not an answer"
@@ -254,11 +288,15 @@ def _gold(gold: str, dataset: str) -> tuple[str, str | None]:
         return "", f"gold {gold!r} holds a chat template's token"
     if _EMPTY_ARGUMENT.search(stripped) or _EMPTY_SIDE.search(stripped):
         return "", f"gold {gold!r} has an empty part (a fraction, root, exponent or side of an equation)"
-    if _BY_ZERO.search(stripped):
+    if _BY_ZERO.search(stripped) or any(exact_value(_first(m)) == 0 for m in _DIVISOR.finditer(stripped)):
         return "", f"gold {gold!r} divides by zero"
     if dataset == "gsm8k" and as_number(clean(text)) is None and gsm8k_number(text) is None:
         return "", f"GSM8K gold {gold!r} is not a number"
     return text, None
+
+
+def _first(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None)
 
 
 def _unbalanced(latex: str) -> bool:

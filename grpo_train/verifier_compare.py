@@ -32,6 +32,7 @@ from grpo_train.verifier_text import (
     CHOICE,
     EQUALS,
     MATH_SPAN,
+    MIXED_NUMBER,
     MULTIPLIER,
     QUALIFIER,
     RELATION,
@@ -47,7 +48,7 @@ from grpo_train.verifier_text import (
     prose_number,
     strip_wrappers,
 )
-from grpo_train.verifier_units import scaled, unit_conflict
+from grpo_train.verifier_units import rate_not_asked, scaled, unit_conflict
 
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
@@ -163,6 +164,8 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
         return False
     if unit_conflict(answer, problem) or (scaled(answer, problem) and not scaled(gold, None)):
         return False  # "5 minutes" for "How many hours"; "5 radians" asked in degrees; "5 squared", "5 lakh" for 5
+    if rate_not_asked(answer, problem):
+        return False  # "5 per day" for "How many apples does Tom have?"
     answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
     if _split_digits(answer_clean) and not _split_digits(gold_clean) and not as_number(answer_clean):
@@ -318,6 +321,8 @@ def _numbers_match(
         return False  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
     if answer.form in ("fraction", "repeating") and gold.form == "decimal":
         return "decimal" not in asked and not echoes_question(answer_clean, gold_clean, response, problem)
+    if "mixed" in asked and MIXED_NUMBER.match(gold_clean) and not MIXED_NUMBER.match(answer_clean):
+        return False  # asked for a mixed number, "7/2" and "3.5" are not one
     # Written as the question writes it, not as the gold: "write $2.5$ as a fraction" -> 2.5.
     return problem is None or not echoes_question(answer_clean, gold_clean, response, problem)
 
@@ -340,7 +345,12 @@ def _equation_value(latex: str, problem: str | None) -> str:
 _SUBSCRIPT_OR_ARGUMENTS = re.compile(r"_\{[^{}]*\}|_\\?\w+|(?<=[a-zA-Z'}])\s*\([^()]*\)")
 _OPERATION = re.compile(
     r"[-+*/^<>\d]|\\(?:[dt]?frac|sqrt|cdot|times|div|pm|mp|log|ln|exp|[dt]?binom|sum|prod|int|pi|infty)(?![a-zA-Z])"
-    r"|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|thousand)\b",
+    r"|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|thousand)\b"
+    # and in a few other languages (French, German, Spanish: "\\text{sept} = 5", "\\text{sieben} = 5")
+    r"|\b(?:deux|trois|quatre|cinq|sept|huit|neuf|dix|zwei|drei|vier|f(?:ü|ue)nf|sechs|sieben|acht|neun|zehn|uno|dos"
+    r"|tres|cuatro|cinco|seis|siete|ocho|nueve|diez)\b"
+    # a negated or disowned name is not the name: "\\text{not } x = 5", "\\text{wrong} = 5"
+    r"|\b(?:not|no|never|non|wrong|incorrect|false|bad|invalid)\b|n't\b|\\(?:neg|lnot|not)(?![a-zA-Z])",
     re.IGNORECASE,
 )  # a number written as a word is a number: "\\text{seven} = 5" is not 5
 
@@ -426,6 +436,9 @@ def _sympy_equal(gold: str, answer: str) -> tuple[Basic, Basic] | None:
     return (gold_tree, answer_tree) if _exactly_equal(gold_tree, answer_tree) else None
 
 
+_SCIENTIFIC = re.compile(r"^[-+]?[1-9](?:\.\d+)?\s*(?:\\times|\\cdot|×|\*)\s*10\s*\^")
+
+
 def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
     """Math-Verify's equivalence, confirmed exactly, and the answer-form rule: the answer may not
     leave undone an operation the gold has done, nor the form the problem asks for."""
@@ -444,6 +457,8 @@ def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
     if srepr(answer_tree) in question and srepr(gold_tree) not in question:
         return False  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
     asked = asks_for(problem)
+    if "scientific" in asked and _SCIENTIFIC.match(clean(gold)) and not _SCIENTIFIC.match(clean(answer)):
+        return False  # asked for scientific notation, "52 \\times 10^{-5}" is not it (the factor is from 1 to 10)
     if "factor" in asked and symbolic_factors(answer_tree) < symbolic_factors(gold_tree):
         return False  # asked to factor, the answer is a sum or less factored than the gold
     # Asked to expand, a product of sums is not expanded (unless the gold is one).

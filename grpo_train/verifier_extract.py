@@ -59,7 +59,7 @@ _EXTREME_BOUND = re.compile(
 _ASKS_EXTREME = re.compile(
     r"\b(?:greatest|largest|biggest|maxim\w*|most|least|smallest|fewest|minim\w*|max|min)\b", re.IGNORECASE
 )
-_APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|≈|~", re.IGNORECASE)
+_APPROXIMATION = re.compile(r"approx\w*|about|around|roughly|rounded|≈|~", re.IGNORECASE)
 _ASKS_ROUNDED = re.compile(r"\b(?:nearest|round\w*|approximat\w*|estimat\w*|decimal\s+places?|significant)\b", re.I)
 # The last words of the qualifiers in QUALIFIER_BEFORE_BOX (a word that is none of them spares its regex).
 _QUALIFIER_END_WORDS = (
@@ -318,7 +318,12 @@ def _box_qualified(text: str, box: tuple[int, int, str], problem: str | None) ->
     words = before.rstrip(" \t\n$*_:([\\").rsplit(None, 4)[-4:]  # a qualifier ends within the last words
     tokens = [w.lower().strip(",;:.!?*-–—") for w in words]
     if any(t in _QUALIFIER_ENDS or t.endswith("ly") or (t and not (t.isalpha() and t.isascii())) for t in tokens):
-        before = SENTENCE_BREAK.split(before)[-1]
+        sentence = SENTENCE_BREAK.split(before)[-1]
+        if not sentence.strip(" \t$*_`:([\\"):  # the box opens its line: a line before that is only a qualifier is
+            core = before.rstrip(" \t\n$*_`:([\\")  # the box's ("At least\n\n$$\boxed{5}$$")
+            line = SENTENCE_BREAK.split(core)[-1] + before[len(core) :]
+            sentence = line if QUALIFIER_BEFORE_BOX.match(line) else sentence
+        before = sentence
         qualifier = QUALIFIER_BEFORE_BOX.search(before) or QUALIFIER_AFTER_BOX.match(after)
     else:  # the word before the box cannot end a qualifier ("... is $\\boxed{5}$"): only what follows is read
         qualifier = QUALIFIER_AFTER_BOX.match(after)

@@ -28,6 +28,8 @@ MAX_GROUP_EXPONENT = 12  # (x + 1)^100 took 0.4-0.5 s, (x+1)^20 / (x-1)^20 0.4 s
 MAX_FUNCTIONS = 3  # trigonometric, hyperbolic, log and exp calls in one answer (MATH golds hold at most 1)
 MAX_EXPANDED_TERMS = 100  # terms of a power of a bracketed sum once expanded: (a+b+c+d+e)^20 has 10626 (over 5 s)
 MAX_POWER_DIGITS = 20_000  # digits of a literal's power: 1.0000001^{10000} has 70000 (3 s); 2^{10000} has 3011
+# A literal's power beside a function: \sin(10^{1000}) took 0.1 s, \sin(10^{4000}) 1.1 s, \sin(10^{100}) 12 ms
+MAX_FUNCTION_POWER_DIGITS = 300
 MAX_FUNCTION_POWER = 6  # \sin^{99}(x) took 1.3 s to compare (MATH golds raise a function to at most 2)
 MAX_ROOT_INDEX = 100  # \sqrt[999999]{2} took 0.3 s
 MAX_OPERANDS = 100  # numbers and letters in one answer (a 390-letter product took 0.7 s; MATH golds hold under 30)
@@ -69,7 +71,7 @@ def too_big(latex: str) -> str | None:
         size = abs(exact_value(exponent) or 1)
         if not _small(exponent) or (base in ")}]" and size > MAX_GROUP_EXPONENT):
             return f"the exponent {exponent[:40]!r} is not small"
-        if (why := _power_too_big(latex[:pos].rstrip(), size)) is not None:
+        if (why := _power_too_big(latex[:pos].rstrip(), size, _FUNCTION.search(latex) is not None)) is not None:
             return why
         stacked, plain = (stacked * size, plain) if base in ")}]" else (stacked, max(plain, size))
     if stacked * plain > MAX_EXPONENT:
@@ -83,11 +85,13 @@ _COMMAND = re.compile(r"\\[a-zA-Z]+")
 _LITERAL_BASE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)$")
 
 
-def _power_too_big(before: str, size: Fraction | int) -> str | None:
-    """Why a power of what ends `before` is too big: a literal with too many digits once raised, a bracketed
-    sum with too many terms once expanded, a function raised too high; None if it is not."""
-    if (literal := _LITERAL_BASE.search(before)) and len(literal.group(1).replace(".", "")) * size > MAX_POWER_DIGITS:
-        return f"{literal.group(1)} to the {size} has more than {MAX_POWER_DIGITS} digits"
+def _power_too_big(before: str, size: Fraction | int, function: bool = False) -> str | None:
+    """Why a power of what ends `before` is too big: a literal with too many digits once raised (fewer beside a
+    function: SymPy reduces a trigonometric function's argument to all its digits), a bracketed sum with too many
+    terms once expanded, a function raised too high; None if it is not."""
+    limit = MAX_FUNCTION_POWER_DIGITS if function else MAX_POWER_DIGITS
+    if (literal := _LITERAL_BASE.search(before)) and len(literal.group(1).replace(".", "")) * size > limit:
+        return f"{literal.group(1)} to the {size} has more than {limit} digits" + (" beside a function" * function)
     if _FUNCTION_END.search(before) and size > MAX_FUNCTION_POWER:
         return f"a function raised to {size}"
     terms = _bracket_terms(before) if before.endswith(")") else 1
@@ -326,11 +330,14 @@ _ASKS = {
     "fraction": re.compile(r"\bfraction\b", re.IGNORECASE),
     "factor": re.compile(r"\bfactor(?:i[sz]e[ds]?|i[sz]ation|ed|ing)?\b(?!\s+of\b)", re.IGNORECASE),
     "expand": re.compile(r"\bexpand(?:ed|ing)?\b|\bmultiply\s+out\b", re.IGNORECASE),
+    "mixed": re.compile(r"\bmixed\s+numbers?\b", re.IGNORECASE),
+    "scientific": re.compile(r"\bscientific\s+notation\b", re.IGNORECASE),
 }
 
 
 def asks_for(problem: str | None) -> set[str]:
-    """What form the problem asks the answer in: "decimal", "fraction", "factor" or "expand"."""
+    """What form the problem asks the answer in: "decimal", "fraction", "factor", "expand", "mixed" (a mixed number)
+    or "scientific" (scientific notation)."""
     if not problem:
         return set()
     prose = MATH_SPAN.sub(" ", problem)  # "$x^2$ is a factor of" is not an instruction

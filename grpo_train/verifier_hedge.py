@@ -29,7 +29,7 @@ _ALTERNATIVE = re.compile(rf"[\s$]*(?:(?:[.;,]|\()\s*(?:or\b|{_HEDGE_WORD}\b)|(?
 _ALTERNATIVE_AFTER_BOX = re.compile(
     # One character per repetition (a run of dots or dashes can be split only one way: no exponential backtracking).
     rf"[\s$*_]*(?:\\text\s*\{{\s*)?(?:[.;,(\[?!…—–-][\s*_]*)*(?:\\text\s*\{{\s*)?"
-    rf"(?:or\b|otherwise\b|else\b|unless\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
+    rf"(?:or\b|otherwise\b|else\b|unless\b|failing\s+that\b|if\s+not\b|\\lor\b|\\vee\b|\|(?!\|)|{_HEDGE_WORD}\b"
     r"|(?:o|ou|oder|oppure|или)\b|或者?)",  # "or" in a few other languages
     re.I,
 )
@@ -37,9 +37,11 @@ _ALTERNATIVE_AFTER_BOX = re.compile(
 # = 7", "\\boxed{5} -> 7", "\\boxed{5} vs 7", "\\boxed{5} ~ 7".
 _JOINED_AFTER_BOX = re.compile(
     r"[\s$*_]*(?:\\text\s*\{\s*)?(?:[,(\[][\s*_]*)?(?:\\text\s*\{\s*)?(?:and|also|plus|as\s+well\s+as|&|\\&|vs\.?|versus|->|→|⇒|~"
-    r"|=|\\(?:to|rightarrow|Rightarrow|implies|sim)(?![a-zA-Z]))\s*(?:\$\s*)?",
+    r"|=|≈|≡|⇔|⟺|↔|\\(?:to|rightarrow|Rightarrow|implies|sim|approx|equiv|iff|[Ll]eftrightarrow|simeq|cong)(?![a-zA-Z]))"
+    r"\s*(?:\$\s*)?",
     re.I,
 )
+_VALUE_ENDS = re.compile(r"\s*\??\s*[)\]]?\s*\}?\s*(?:[.,;$]|$)")  # "(7?)", "\\text{(7)}."
 _CLAUSE_ENDS = re.compile(r"\s*\$?\s*\??\s*[)\]}]{0,2}\s*\$?\s*(?:[.,;!]|$)")
 # In the box's sentence only: a line break is crossed when the line goes on in lowercase ("\\boxed{5}\n unless ..."); a
 # new paragraph or sentence ("\n\nIf we check: 3 + 2 = 5") is later text. (The lookahead stops at the next line break,
@@ -50,20 +52,29 @@ _CONDITION_AFTER_BOX = re.compile(
 # A bracket right after a box naming another value with a condition or a hedge: "\\boxed{5} (7 if counting Tom)".
 _BRACKET_AFTER_BOX = re.compile(r"[\s$*_]*[(\[]([^()\[\]]{1,80})[)\]]")
 _CONDITION = re.compile(
-    r"\b(?:if|unless|otherwise|else|or|maybe|perhaps|possibly|alternativ\w*"
+    r"\b(?:if|unless|otherwise|else|or|maybe|perhaps|possibly|alternativ\w*|alt\.?|backup|fallback|runner-?up"
+    r"|second\s+(?:choice|guess|best)|close|failing"
     r"|(?:an)?other\s+(?:possible\s+)?(?:answer|value|option|solution|possibility))\b",
     re.I,
 )  # not "when" ("(when divided by 4)") nor a bare "other" ("(the other 2 were broken)")
 # A lone value right after a box, bracketed or after a slash: "\\boxed{5} (7?)", "\\boxed{5} / 7".
 _VALUE_AFTER_BOX = re.compile(
-    r"[\s$*_]*(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|[\s$]*[,;]\s*(?=[-+]?\.?\d)"
+    r"[\s$*_]*(?:\\text\s*\{\s*)?(?:/|[(\[]\s*(?=[^()\[\]]{1,40}[)\]]))\s*(?:or\s+)?|[\s$]*[,;]\s*(?=[-+]?\.?\d)"
 )
 # A later sentence offering another value: "It could also be 7.", "7 is also possible.", "Alternatively, 7."
 _OFFERED = re.compile(
     r"\b(?:could|might|may|possibly|perhaps|maybe)\s+(?:also\s+|even\s+|just\s+|well\s+)?(?:be|equal)\s+"
     r"|\b(?:alternative|backup|second|other|another|different)(?:\s+possible)?\s+(?:answer|guess|option|possibility"
     r"|solution|value)s?\b[\s:=*]*(?:is\s+|would\s+be\s+)?"
-    r"|\b(?:alternatively|or\s+(?:maybe|perhaps|possibly|else))\b[\s,:]*(?:it\s+(?:is|could\s+be)\s+)?",
+    r"|\b(?:alternatively|or\s+(?:maybe|perhaps|possibly|else))\b[\s,:}]*(?:it\s+(?:is|could\s+be)\s+)?"
+    # others' answers, a second choice, a case for another value: "Some might say 7.", "I'd also accept 7.", "Then
+    # again, 7.", "Either that or 7.", "Unless it's 7.", "If not, 7.", "Backup: 7."
+    r"|\b(?:some(?:one|\s+people)?|others?|many|people)\s+(?:(?:might|may|would|could|will|can)\s+)?"
+    r"(?:say|argue|claim|answer|prefer|get|pick|choose|think)s?\b[\s,:]*(?:(?:that|it'?s|it\s+is)\s+)?"
+    r"|\bcase\s+(?:can|could|might)\s+be\s+made\s+for\s+|\b(?:would|could|might|will|can)\s+also\s+accept\s+|'d\s+also\s+accept\s+"
+    r"|\bthen\s+again\b[\s,:]*(?:(?:it'?s|it\s+is|maybe)\s+)?|\beither\s+(?:that|this|it|so)\s+or\s+"
+    r"|\bunless\s+(?:it'?s|it\s+is|the\s+answer\s+is)\s+|^\W*if\s+not\b[\s,:]*(?:(?:then\s+)?(?:it'?s|it\s+is)\s+)?"
+    r"|\b(?:backup|fallback|runner-?up|second\s+(?:choice|guess|best))\b[\s:=*-]*(?:(?:is|would\s+be)\s+)?",
     re.IGNORECASE,
 )
 _OFFERED_AFTER = re.compile(
@@ -95,7 +106,18 @@ _RULED_OUT = re.compile(
     r"\b(?:not|never|cannot|extraneous|reject\w*|ruled?\s+out|discard\w*|invalid|impossible|violat\w*|would)\b|n't\b",
     re.IGNORECASE,
 )
-_ANY_VALUE = re.compile(r"\d|\$")
+_ANY_VALUE = re.compile(r"\d|\$|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
+# A value that is not excluded is offered: "7 cannot be ruled out.", "Can't rule out 7."; a list of candidates offers
+# each of its values ("Possible answers: 5, 7."); "If not, 7." is a condition, not a denial.
+_NOT_RULED_OUT = re.compile(
+    r"\b(?:can(?:not|'t)|could(?:\s+not|n't)|is(?:\s+not|n't)|not|never)\s+(?:be\s+|been\s+)?(?:rule[sd]?\s+out|exclud\w*)\b",
+    re.IGNORECASE,
+)
+_CANDIDATES = re.compile(
+    r"\b(?:(?:possible|candidate|potential|plausible)\s+(?:answers|values|solutions|results)|candidates)\s*(?::|=|are\b|include\b)",
+    re.I,
+)
+_IF_NOT = re.compile(r"\bif\s+not\b", re.IGNORECASE)
 _INTERJECTION = re.compile(r"^[\s*_>]*(?:(?:hmm+|hm+|oh|ah|uh|well|no|so|but)\b[\s,.!]*)*", re.I)
 _ARITHMETIC = re.compile(r"[-+*/×÷=<>]|\\(?:times|cdot|div)(?![a-zA-Z])")
 _FILLER = re.compile(
@@ -112,11 +134,53 @@ _FIRST_VALUE = re.compile(
 # "- 7"): another value put beside the answer. A hyphen after a label separates only before a space: in
 # "So the answer is -50." and "Alt answer -7" it is the sign of the value.
 _BARE_VALUE = re.compile(
-    r"[\s*_>#`]*(?:[A-Za-z][A-Za-z. ]{0,20}?(?:\s*(?:[:.)–—]|-(?=\s))|\s(?=[-+]\.?\d))\s*(?:[*_]+\s*)?|\d{1,2}[.)]\s+"
+    r"[\s*_>#`]*(?:[-+•]\s+)?"
+    r"(?:[A-Za-z][A-Za-z. ]{0,20}?(?:\s*(?:[:.)–—]|-(?=\s))|\s(?=[-+]\.?\d))\s*(?:[*_]+\s*)?|\d{1,2}[.)]\s+"
     r"|(?:=|->|→|⇒|-(?=\s))\s*)?"
     r"(?:(?:\$\$?|\\\[|\\\()\s*)?(?:\\(?:mathbf|textbf|mathrm|text|boxed)\s*\{\s*(?:\}\s*)?)?"
     r"([-+]?\.?\d[\d,]*(?:\.\d+)?)(?:\s*\})?(?:\s*(?:\$\$?|\\\]|\\\)))?[\s*_`]*(?:[.!]\s*)?"
 )
+# The same once the line's decoration is dropped: HTML tags, a box, font, size or colour command, math delimiters,
+# markdown, table bars, a footnote's mark, a connective ("So 7.", "Hence 7.", "∴ 7", "=> 7") or a label with any
+# separator ("TL;DR: 7", "In short, 7.", "Answer = 7"), and an "or": "\\framebox{7}", "\\colorbox{yellow}{7}", "{\\bf
+# 7}", "\\large 7", "<sub>7</sub>", "| 7 |", "> Note: or 7", "[^1]: or 7", "$\\frac{14}{2}$", "Seven.".
+_LINE_DECORATION = re.compile(
+    r"</?[a-zA-Z][\w-]{0,20}(?:\s[^<>]{0,80})?>"
+    r"|\\(?:f?colorbox|textcolor|color)\s*(?:\[[^\[\]]{0,20}\]\s*)?\{[^{}]{0,40}\}(?:\s*\{[^{}]{0,40}\}(?=\s*\{))?"
+    r"|\\(?:[a-zA-Z]*box|text[a-z]*|math[a-z]*|emph|underline|uline|bf|it|rm|sf|tt|sc|bm|boldsymbol|displaystyle|textstyle"
+    r"|tiny|scriptsize|footnotesize|small|normalsize|large|Large|LARGE|huge|Huge|therefore|quad|qquad)(?![a-zA-Z])"
+    r"(?:\s*\[[^\[\]]{0,40}\])?|\\[()\[\],;: ]|\$+|\[\^?\w{1,8}\]:?",
+)
+_LINE_LABEL = re.compile(
+    r"[\s*_>#|`]*(?:[-+•]\s+)?(?:\d{1,2}[.)]\s+)?"
+    r"(?:(?:so|thus|hence|therefore|in\s+short|tl;?\s*dr)\b[\s,:;]*|(?:=|->|→|⇒|=>|⟹|∴|-(?=\s))\s*"
+    r"|[A-Za-z][A-Za-z.;' ]{0,20}?\s*[:.)\-–—=,]\s*)?(?:or\s+)?",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = {
+    word: str(value)
+    for value, word in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+                                  "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+                                  "eighteen", "nineteen", "twenty"))
+}  # fmt: skip
+
+
+def _line_value(line: str) -> str | None:
+    """The value a line states alone once its decoration is dropped (see _LINE_DECORATION), else None."""
+    if len(line) > 120 or line.count(" ") > 8 or not _ANY_VALUE.search(line):
+        return None  # a value alone on a line is a few words at most; most lines after an answer hold none
+    undecorated = _LINE_DECORATION.sub(" ", line)
+    for bare in (undecorated[_LINE_LABEL.match(undecorated).end() :], undecorated):  # "Seven." is no label
+        bare = bare.strip(" \t.!*_`>#|")
+        if "\\" not in bare:
+            bare = bare.replace("{", " ").replace("}", " ").strip()
+        if bare.lower() in _NUMBER_WORDS:
+            return _NUMBER_WORDS[bare.lower()]
+        if bare and as_number(clean(bare)) is not None:
+            return bare
+    return None
+
+
 SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n")
 
@@ -164,11 +228,27 @@ def stated_value(statement: str) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
+# What follows a box is read without its decoration: markdown emphasis and HTML tags around words ("_or_", "<i>or</i>"),
+# LaTeX spacing ("\\; \\text{or} \\; 7") and full-width or CJK brackets ("（or 7）", "【or 7】") are plain text.
+_AFTER_DECORATION = re.compile(
+    r"</?[a-zA-Z][\w-]{0,20}(?:\s[^<>]{0,80})?>|(?<![\w\\])[*_]+(?=[A-Za-z])|(?<=[A-Za-z])[*_]+(?![\w{])"
+    r"|\\[,;:! ]|\\q?quad(?![a-zA-Z])"
+)
+_BRACKETS = str.maketrans("（）【】〔〕［］｛｝「」『』", "()[][][]{}\"\"\"\"")
+
+
+def _plain_after(text: str, pos: int) -> str:
+    window = text[pos : pos + 2 * SPAN_CHARS].translate(_BRACKETS)
+    decorated = "<" in window or "_" in window or "*" in window or "\\" in window
+    return _AFTER_DECORATION.sub(" ", window) if decorated else window
+
+
 def alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool:
     """A different value offered right after the answer: "\\boxed{5} (or possibly 7)", "The answer is 5.
     Or 7.", "\\boxed{5}, or maybe it is 7" (after a box a plain "or" too: "\\boxed{5} or 7"). The value
     must follow the hedging word, with at most words such as "it could be" between: "Alternatively, we check
     3 x 6 = 18" offers nothing."""
+    text, pos = _plain_after(text, pos), 0
     pattern = _ALTERNATIVE_AFTER_BOX if bare_or else _ALTERNATIVE
     if bare_or and (bracket := _BRACKET_AFTER_BOX.match(text, pos)) and _CONDITION.search(bracket.group(1)):
         values = [v for m in _FIRST_VALUE.finditer(bracket.group(1)) for v in m.groups() if v is not None]
@@ -182,7 +262,7 @@ def alternative_follows(text: str, pos: int, answer: str, bare_or: bool) -> bool
     near = pos + SPAN_CHARS  # what is right after the box: a bounded window keeps a run of "$ $ ..." cheap
     if bare_or and (match := _VALUE_AFTER_BOX.match(text, pos, near)) is not None and match.end() > pos:
         value = _FIRST_VALUE.match(text, match.end())
-        if value is not None and re.match(r"\s*\??\s*[)\]]?\s*(?:[.,;$]|$)", text[value.end() : value.end() + 8]):
+        if value is not None and _VALUE_ENDS.match(text[value.end() : value.end() + 10]):
             return not same_answer(next(g for g in value.groups() if g is not None), answer)
     if bare_or and (joined := _JOINED_AFTER_BOX.match(text, pos, near)) is not None:
         value = _FIRST_VALUE.match(text, joined.end())
@@ -212,6 +292,8 @@ def offered_later(rest: str, answer: str) -> bool:
     for line in rest.split("\n"):
         if (bare := _BARE_VALUE.fullmatch(line)) is not None and not same_answer(bare.group(1), answer):
             return True
+        if (value := _line_value(line)) is not None and not same_answer(value, answer):
+            return True
     for sentence in SENTENCE_BREAK.split(rest):
         values = []
         if RETRACTION.search(sentence) and HEDGE.search(sentence):  # "Wait, no, it might be 7."
@@ -224,7 +306,11 @@ def offered_later(rest: str, answer: str) -> bool:
             # "Wait, 6.", "Hmm, actually I think it's 7.": a correction to another value, not a check ("Wait, let me
             # check: 12 - 3 = 9.")
             values = _values_in(sentence)[-1:]
-        if not _RULED_OUT.search(sentence):  # "The other solution is 3, which is extraneous.": not offered
+        if _NOT_RULED_OUT.search(sentence):
+            values += [_first_group(m) for m in _FIRST_VALUE.finditer(sentence)]
+        elif (listed := _CANDIDATES.search(sentence)) is not None:
+            values += [_first_group(m) for m in _FIRST_VALUE.finditer(sentence, listed.end())]
+        elif not _RULED_OUT.search(_IF_NOT.sub("if", sentence)):  # "The other solution is 3, which is extraneous."
             for offer in _OFFERED.finditer(sentence):
                 if (value := _FIRST_VALUE.match(sentence, offer.end())) is not None:
                     values.append(next(g for g in value.groups() if g is not None))

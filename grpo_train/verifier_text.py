@@ -46,6 +46,14 @@ def matching_brace(text: str, open_pos: int, limit: int = MAX_BOX_CHARS) -> int 
 # What is printed
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+# Spaces of other widths print as a space: "5\u00a07" and "5\u20097" are two numbers, "1\u2009000" groups thousands.
+_ZERO_WIDTH.update(dict.fromkeys(map(ord, "\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                                         "\u202f\u205f\u3000"), " "))
+# Cyrillic and Greek letters that print as Latin ones are read as those: "$5$ оr $7$" (a Cyrillic о) offers two values.
+# (Greek letters used in mathematics, α, ν, ρ, ..., look like no Latin letter or are kept: only omicron and capitals.)
+_ZERO_WIDTH.update(
+    str.maketrans("аеорсухіјѕԁԛԝһАВЕКМНОРСТХІЈЅοΟΑΒΕΖΗΙΚΜΝΡΤΥΧ", "aeopcyxijsdqwhABEKMHOPCTXIJSoOABEZHIKMNPTYX")
+)
 # \phantom{X} prints nothing where X would be. A colour is decoration ("\color{red}{7}" and "{\color{red} 7}"
 # print 7) only when it is one of the named colours below, or a mix of them with at least a fifth of colour (xcolor's
 # "green!40" is 40% green, the rest white), or a value (rgb, RGB, HTML, hex, gray, cmyk, hsb) at least that far from
@@ -121,8 +129,13 @@ def _named_share(spec: str) -> float:
 # an unclosed one runs to the end of the text. A footnote prints below the text: "\\footnote{X}" is read as a
 # later paragraph X ("The answer is 7.\\footnote{The answer is 5.}" states two answers).
 _COMMENT = re.compile(
-    r"<!--.*?(?:-->|\Z)|\\iffalse\b.*?(?:\\fi\b|\Z)|\\begin\s*\{comment\}.*?(?:\\end\s*\{comment\}|\Z)", re.S
+    r"<!--.*?(?:-->|\Z)|\\iffalse\b.*?(?:\\fi\b|\Z)|\\begin\s*\{comment\}.*?(?:\\end\s*\{comment\}|\Z)"
+    # HTML elements a page does not render, a processing instruction, markdown's comment line ("[//]: # (..)")
+    r"|<(script|style|template|noscript)\b[^<>]{0,200}>.*?(?:</\1\s*>|\Z)|<\?.*?(?:\?>|\Z)"
+    r"|^[ \t]*\[[^\]\n]{0,40}\]:[ \t]*(?:#|<>)[ \t]*\([^\n]*\)[ \t]*$",
+    re.S | re.M | re.I,
 )
+_UNRENDERED = re.compile(r"<(?:script|style|template|noscript)\b", re.IGNORECASE)
 _FOOTNOTE = re.compile(r"\\footnote\s*(?=\{)")
 
 
@@ -147,7 +160,9 @@ def visible(text: str) -> str:
     dropped, a visible colour's command removed around what it colours, footnotes read as later paragraphs.
     Linear: each dropped group is skipped once."""
     text = text.translate(_ZERO_WIDTH)
-    if "<!--" in text or "\\iffalse" in text or "{comment}" in text:
+    if "<!--" in text or "<?" in text or "\\iffalse" in text or "{comment}" in text or "]:" in text or (
+        "<" in text and _UNRENDERED.search(text)
+    ):
         text = _COMMENT.sub(" ", text)
     if "\\footnote" in text:
         text = _footnotes_as_paragraphs(text)
@@ -190,6 +205,7 @@ def _group_end(text: str, pos: int) -> int:
 _MATH_DELIMS = re.compile(r"^\s*(?:\$\$|\$|\\\[|\\\()\s*(.*?)\s*(?:\$\$|\$|\\\]|\\\))\s*$", re.DOTALL)
 _GROUPED_COMMA = re.compile(r",\s*\\!\s*|\s*\{\s*,\s*\}\s*")  # 10,\!080 and 14{,}916 (not "32, 349")
 _THIN_SPACE = re.compile(r"(?<!\\)\\[,;:!](?![a-zA-Z])")
+_DIGIT_SPACE = re.compile(r"(?<=\d)\\[,;:](?=\d)")  # "10\,000" groups thousands as "10 000" does; "5\,7" is two numbers
 _SPACING = re.compile(
     r"(?<!\\)\\(?:left|right|displaystyle|textstyle|smash|q?quad|(?:big|Big)g?[lr]?|tiny|scriptsize|footnotesize|small"
     r"|normalsize|large|Large|LARGE|huge|Huge|bf|it|rm|sf)(?![a-zA-Z])|(?<!\\)\\ "
@@ -224,7 +240,7 @@ MULTIPLIER = re.compile(
 SCALE_AFTER_NUMBER = re.compile(
     r"(?<=\d)[\s-]*(?:\\(?:text|mathrm)\s*\{\s*)?(?:score|gross|lakhs?|crores?|grand|tens|halves|thirds|quarters|fourths"
     r"|fifths|tenths|hundredths|thousandths|squared|cubed|ppm|ppb|bps|basis\s+points?|per\s*mille|bn|mn|mil|mio"
-    r"|(?-i:[MB])|fold|times|more|less|fewer|extra|short|plus|minus)\b|‰|\\permil\b",
+    r"|(?-i:[MB])|fold|times|more|less|fewer|extra|short|plus|minus|doubled|tripled|quadrupled|halved)\b|‰|\\permil\b",
     re.IGNORECASE,
 )
 ASSIGNMENT = re.compile(r"^\s*([a-zA-Z](?:_\{?\w+\}?)?)\s*(?:=|\\in)\s*(?!=)")
@@ -245,7 +261,7 @@ def strip_wrappers(latex: str) -> str:
         s = m.group(1)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s).replace("∈", "\\in ").replace("\\dbinom", "\\binom")
     s = re.sub(r"\\q?quad(?=[a-zA-Z])", " ", s)  # "\quadx_2": a missing space, not a command
-    s = _SPACING.sub(" ", _THIN_SPACE.sub("", _GROUPED_COMMA.sub(",", s)))
+    s = _SPACING.sub(" ", _THIN_SPACE.sub("", _DIGIT_SPACE.sub(" ", _GROUPED_COMMA.sub(",", s))))
     s = _DEGREES.sub("", s).replace("²", "^2").replace("³", "^3").replace("\u2212", "-")
     s = _DASH_MINUS.sub("-", s)  # "‐5", "–5", "－5": a sign (not between numbers: "4–6" is a range)
     s = re.sub(r"(\d)\s+(?=i\b)", r"\1", s)  # "9 i" is 9i (Math-Verify reads a spaced i as another symbol)
@@ -321,7 +337,7 @@ _NUMBER = re.compile(r"^[-+]?(?:[1-9]\d{0,2}(?:,\d{3})+|[1-9]\d{0,2}(?: \d{3})+|
 _REPEATING = re.compile(r"^(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{?(\d+)\}?$")  # 0.1\overline{6}
 _FRACTION = re.compile(r"^([-+]?)\\frac\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))\s*(?:\{\s*(-?)\s*(\d+)\s*\}|(\d))$")
 _SLASH_FRACTION = re.compile(r"^([-+]?)(\d+)\s*/\s*(\d+)$")
-_MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
+MIXED_NUMBER = re.compile(r"^(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}$")
 _PERCENT = re.compile(r"\s*(?:%|\bpercent(?:age)?|\bpct)$")
 _DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
 _BASE_TEN = re.compile(r"(?<=\d)\s*_\s*(?:\{\s*10\s*\}|10)$")
@@ -332,7 +348,13 @@ NUMBER_TOKEN = re.compile(r"(?<![\w.^_])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s
 # Before the number, or after it (also after a comma or in parentheses: "5, roughly", "5 (approx.)"); "min"
 # after a number is minutes, so only "minimum" counts there.
 _BOUND_BEFORE = (
-    r"(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than|at\s+(?:a\s+)?(?:least|most|minimum|maximum)"
+    r"(?:more|less|fewer|greater|higher|lower|larger|smaller|bigger|other)\s+than"
+    r"|at\s+(?:a\s+|the\s+)?(?:very\s+)?(?:least|most|minimum|maximum)"
+    # a frequency, a rounding, a bound or a tentative value is not one exact value ("often 5", "rounded: 5")
+    r"|often|sometimes|at\s+times|rounded(?:\s+(?:off|up|down))?|nigh(?:\s+on)?"
+    r"|(?:min|max)(?:imum)?(?:\s+of)?|bound|tentative(?:ly)?|provisional(?:ly)?"
+    # an operation in words before the number: "twice 5", "double 5", "half of 10"
+    r"|twice|thrice|double|triple|quadruple|half(?:\s+of)?"
     r"|pretty\s+much|ballpark|guesstimated?|(?:most|very|quite)\s+likely"
     # an adverb right before the number ("basically 5", "virtually 5"), but not one that keeps it exact ("exactly 5",
     # "only 5"); lowercase, so that a name ("Emily 5") is not one
@@ -352,12 +374,15 @@ _BOUND_BEFORE = (
     r"|somewhere\s+(?:near|around|about|between)|more\s+or\s+less|give\s+or\s+take|plus\s+or\s+minus|minus"
     r"|negative|(?:a\s+)?(?:multiple|factor|divisor)\s+of|divisible\s+by"
     r"|environ|etwa|ungef(?:ä|ae)hr|aproximadamente|casi|presque|mindestens|h(?:ö|oe)chstens|au\s+(?:moins|plus)"
+    r"|al\s+(?:menos|m(?:á|a)ximo)|como\s+m(?:á|a)ximo|por\s+lo\s+menos"
     r"|(?:m(?:á|a)s|menos|plus|moins)\s+de|mehr\s+als|weniger\s+als|大约|大概|约|至少|最多|超过|不到"
 )
 _BOUND_AFTER = (
     r"or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|thereabouts|over|under)|most\s+likely|ballpark"
     r"|and\s+(?:up|upwards?|above|over|more|higher|below|under|less|lower|change|counting)|tops|more\s+or\s+less"
-    r"|at\s+(?:the\s+)?(?:least|most|best|worst|minimum|maximum)|at\s+a\s+(?:minimum|maximum)"
+    r"|at\s+(?:the\s+)?(?:very\s+)?(?:least|most|best|worst|minimum|maximum)|at\s+a\s+(?:minimum|maximum)"
+    r"|tentative(?:ly)?|provisional(?:ly)?|floor(?:ed)?|ceil(?:ing|ed)?|truncated"
+    r"|un(?:verified|confirmed|checked|proven)|assumed|conjectur\w*|hypothetical(?:ly)?"
     r"|approx(?:imately|imate|\.)?|rough(?:ly)?|give\s+or\s+take|plus\s+or\s+minus|rounded|est(?:imated?|imate|\.)?"
     r"|max(?:imum|\.)?|minimum|(?:upper|lower)?\s*bound|guess(?:ed)?|not\s+sure|unsure|-?ish|-odd|something"
     r"|plus(?=[\s.,;)}]*$)|plus\s+change|if\s+lucky|probably|likely|maybe|perhaps|possibly|I\s+(?:think|guess|believe)"
@@ -376,17 +401,19 @@ APPROXIMATE = re.compile(
     r"|at\s+(?:least|most)|or\s+so|-?ish|estimated|something\s+like|somewhere\s+(?:near|around|about|between))(?![a-z])",
     re.IGNORECASE,
 )
-# A relation other than "=": "\\geq 5", "x \\neq 5", "\\approx 5", "\\lesssim 5", "\\not= 5", "≈ 5".
+# A relation other than "=": "\\geq 5", "x \\neq 5", "\\approx 5", "\\lesssim 5", "\\not= 5", "≈ 5", and every Unicode
+# relation sign ("⩾ 5", "≦ 5", "≒ 5", "⊆"; not "≡", which a residue writes, as "\\equiv" is not one).
 RELATION = re.compile(
     r"\\(?:n?(?:[lg]eq?(?:q|slant)?|[lg]t|less\w*|gtr\w*|sim\w*|approx\w*|cong|ll|gg|prec\w*|succ\w*)|neq?|not"
-    r"|[lg]n(?:eq|eqq|sim|approx)|propto|doteq|backsim\w*|eqsim|thicksim|thickapprox)(?![a-zA-Z])|[<>≈≥≤≠≲≳≃≅≪≫∼]"
+    r"|[lg]n(?:eq|eqq|sim|approx)|propto|doteq|backsim\w*|eqsim|thicksim|thickapprox)(?![a-zA-Z])"
+    r"|[<>∼∽∝～〜⁓\u2241-\u2260\u2262\u2264-\u228b\u22cd\u22d6-\u22ed\u2a66-\u2afa]"
 )
 # A qualifier, a relation or a negation right before a box: "at least $\\boxed{5}$", "$\\geq \\boxed{5}$", "not
 # $\\boxed{5}$"; and right after it: "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5} \\pm 1$", "$\\boxed{5}$?",
 # "$\\boxed{5}$ is wrong".
 QUALIFIER_BEFORE_BOX = re.compile(
     rf"(?:(?<![a-z])(?:{_BOUND_BEFORE}|never|cannot)(?![a-z])|n't|(?<![\w\\])~|{RELATION.pattern})"
-    r"(?:[\s$*_:(\[,;–—-]|\b(?:or\s+)?(?:equal\s+to|equals?|well)\b)*(?:\\[(\[])?[\s$]*$",
+    r"(?:[\s$*_`:(\[,;–—-]|\b(?:or\s+)?(?:equal\s+to|equals?|well)\b)*(?:\\[(\[])?[\s$]*$",
     re.IGNORECASE,
 )
 QUALIFIER_AFTER_BOX = re.compile(
@@ -426,12 +453,14 @@ def as_number(latex: str) -> PlainNumber | None:
         # A period of nines or of zeros is another spelling of a terminating number (4.9\overline{9} and 5.\overline{0}
         # are 5): not in final form.
         return PlainNumber(-value if sign else value, "repeating", reduced=set(period) not in ({"9"}, {"0"}))
-    if m := _MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
+    if m := MIXED_NUMBER.match(s):  # MATH's 15\frac{39}{40} is 15 + 39/40
         sign, num, den = m.group(1), int(m.group(3)), int(m.group(4))
         return _fraction(sign, int(m.group(2)) * den + num, den, den > num)
     if m := _FRACTION.match(s):
         signs = (m.group(1) == "-") + (m.group(2) == "-") + (m.group(5) == "-")
-        return _fraction("-" if signs % 2 else "", int(m.group(3) or m.group(4)), int(m.group(6) or m.group(7)))
+        # A sign in the denominator or two signs are an operation left undone: "\\frac{-1}{-3}", "-\\frac{-1}{3}".
+        proper = signs <= 1 and m.group(5) != "-"
+        return _fraction("-" if signs % 2 else "", int(m.group(3) or m.group(4)), int(m.group(6) or m.group(7)), proper)
     if m := _SLASH_FRACTION.match(s):
         return _fraction(m.group(1), int(m.group(2)), int(m.group(3)))
     return None

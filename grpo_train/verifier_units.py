@@ -1,6 +1,7 @@
 """Units and scale words on an answer: a scale word ("5 thousand", "5 dozen", "5 squared") makes another number
 unless the problem asks in that scale ("How many dozen ..."), and a unit of the same kind as the one the problem
-asks for, but another unit ("5 minutes" when it asks "How many hours"), makes another value.
+asks for, but another unit ("5 minutes" when it asks "How many hours"), makes another value, and so does a rate ("5 per
+day") when a "how many" question asks for none.
 
 Regexes over the answer and the problem's last characters only; every one is linear.
 """
@@ -89,3 +90,28 @@ def unit_conflict(answer: str, problem: str | None) -> bool:
     kind, unit = _KIND_OF[word]
     asked = {_KIND_OF[w] for m in _ASKED_IN.finditer(problem[-ASKED_CHARS:]) if (w := m.group(1).lower()) in _KIND_OF}
     return any(asked_kind == kind for asked_kind, _ in asked) and (kind, unit) not in asked
+
+
+# A rate on the answer ("5 per day", "5 apples each", "5 apiece", "5 a week") is another quantity than the count a
+# "how many" question asks for, unless the question (the problem's last sentence) asks for a rate: "per", "each",
+# "every", "apiece", "a day", "an hour", "daily", "weekly", ..., "rate", "average", "fast", "speed" or a "/" in it.
+# Other questions ("How much does one pencil cost?", "What is his hourly wage?") are not judged by it.
+_RATE_AFTER_NUMBER = re.compile(
+    r"\d(?:\s*\}?\s*(?:\\(?:text|mathrm)\s*\{)?\s*[a-zA-Z]+){0,2}\s*\}?\s*(?:\\(?:text|mathrm)\s*\{)?\s*"
+    r"(?:per|each|apiece|every|an?\s+(?:day|week|month|year|hour|minute|second|person|piece|head))\b",
+    re.IGNORECASE,
+)
+_HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)
+_ASKS_RATE = re.compile(
+    r"\b(?:per|each|every|apiece|rate|average|fast|speed|pace|daily|weekly|monthly|yearly|annually|hourly|nightly"
+    r"|an?\s+(?:day|week|month|year|hour|minute|second|person|piece|head))\b|/",
+    re.IGNORECASE,
+)
+
+
+def rate_not_asked(answer: str, problem: str | None) -> bool:
+    """Whether the answer gives a rate ("5 per day") where a "how many" question asks for no rate."""
+    if not problem or _RATE_AFTER_NUMBER.search(answer) is None:
+        return False
+    question = _last_sentence(problem)
+    return _HOW_MANY.search(question) is not None and _ASKS_RATE.search(question) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sympy import Basic
 from sympy import latex as sympy_latex
-from verifier_attacks_fifth_pass import CASES  # all five passes
+from verifier_attacks_sixth_pass import CASES  # all six passes
 
 from grpo_train.verifier import judge, judge_with_timeout
 from grpo_train.verifier_compare import parse_latex
@@ -124,6 +124,41 @@ def test_fifth_pass_rules_stay_linear_on_a_megabyte():
         started = time.perf_counter()
         assert judge(response, "5", dataset, problem).correct is expected, response[:40]
         assert time.perf_counter() - started < 5.0, response[:40]
+
+
+def test_sixth_pass_rules_stay_linear_on_a_megabyte():
+    """Hang guards for the sixth pass's regexes (qualifier words, later lines and sentences, words after a box,
+    unrendered HTML and markdown comments, digits apart, rates, divisors in golds): 1 MB inputs built to make them
+    backtrack."""
+    n = 1_000_000
+    buys = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
+    inputs = [
+        ("<script>" * (n // 8) + "\\boxed{5}", "math", None, False),  # the first script never closes
+        ("<?" * (n // 2) + "\\boxed{5}", "math", None, False),
+        ("[x]: # (" * (n // 8) + "\\boxed{5}", "math", None, True),  # an unclosed comment line is no comment
+        ("<s " * (n // 3) + "\\boxed{5}", "math", None, True),  # '<' that opens no element
+        ("\\boxed{5}\n" + "\\framebox{" * (n // 10), "math", None, True),
+        ("\\boxed{5}\n" + "<b>" * (n // 3) + "7", "math", None, True),  # a line past 120 characters is no value
+        ("\\boxed{5}\n" + "So " * (n // 3), "math", None, True),
+        ("\\boxed{5}" + " _" * (n // 2) + "or 7", "math", None, True),  # past the window read after the box
+        ("\\boxed{5}" + "（" * (n // 2), "math", None, True),
+        ("\\boxed{5}. " + "Some might say " * (n // 15), "math", None, True),
+        ("\\boxed{5}. " + "cannot be " * (n // 10) + "x", "math", None, True),
+        ("\\boxed{5}. Possible answers: " + "x, " * (n // 3), "math", None, True),
+        ("\\boxed{5}. If not," + " " * n + "x", "math", None, True),
+        ("at the very " * (n // 12) + "least $\\boxed{5}$", "math", "How many?", False),
+        ("\n" * n + "$\\boxed{5}$", "math", None, True),
+        ("#### 5" + " apples" * (n // 7), "gsm8k", buys, True),  # no rate word after them
+        ("#### 5" + "\u2009" * n + "7", "gsm8k", None, True),  # the 7 is past the answer's span
+        ("#### 5" + "\\," * (n // 2), "gsm8k", None, False),
+    ]
+    for response, dataset, problem, expected in inputs:
+        started = time.perf_counter()
+        assert judge(response, "5", dataset, problem).correct is expected, response[:40]
+        assert time.perf_counter() - started < 5.0, response[:40]
+    started = time.perf_counter()  # a gold with a megabyte of divisors
+    assert judge("\\boxed{5}", "5" + "/(1+1)" * (n // 6), "math").status in ("ok", "error")
+    assert time.perf_counter() - started < 5.0
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -96,8 +96,10 @@ def unit_conflict(answer: str, problem: str | None) -> bool:
 # "how many" question asks for, unless the question (the problem's last sentence) asks for a rate: "per", "each",
 # "every", "apiece", "a day", "an hour", "daily", "weekly", ..., "rate", "average", "fast", "speed" or a "/" in it.
 # Other questions ("How much does one pencil cost?", "What is his hourly wage?") are not judged by it.
+_RATE_SEPARATOR = r"(?:[\s}]|\\(?:text|mathrm)\s*\{)"  # one space, a closing brace or a text command's opening
+# The number's last digit, at most two words, then the rate word: no two runs of spaces meet, so the search is linear.
 _RATE_AFTER_NUMBER = re.compile(
-    r"\d(?:\s*\}?\s*(?:\\(?:text|mathrm)\s*\{)?\s*[a-zA-Z]+){0,2}\s*\}?\s*(?:\\(?:text|mathrm)\s*\{)?\s*"
+    rf"\d(?!\d)(?:{_RATE_SEPARATOR}*[a-zA-Z]+(?![a-zA-Z])){{0,2}}{_RATE_SEPARATOR}*"
     r"(?:per|each|apiece|every|an?\s+(?:day|week|month|year|hour|minute|second|person|piece|head))\b",
     re.IGNORECASE,
 )

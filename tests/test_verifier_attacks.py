@@ -149,6 +149,7 @@ def test_sixth_pass_rules_stay_linear_on_a_megabyte():
         ("at the very " * (n // 12) + "least $\\boxed{5}$", "math", "How many?", False),
         ("\n" * n + "$\\boxed{5}$", "math", None, True),
         ("#### 5" + " apples" * (n // 7), "gsm8k", buys, True),  # no rate word after them
+        ("$\\boxed{5" + " " * 3900 + "x}$", "math", buys, False),  # the rate regex on the longest box: was cubic
         ("#### 5" + "\u2009" * n + "7", "gsm8k", None, True),  # the 7 is past the answer's span
         ("#### 5" + "\\," * (n // 2), "gsm8k", None, False),
     ]

@@ -150,7 +150,7 @@ def _span_after(text: str, pos: int) -> str | None:
     A sentence that qualifies its value ("approximately $5$") or joins two with "or" is returned whole,
     math unwrapped, for the comparison to judge; one that hedges ("7, or maybe 5") gives None."""
     rest = text[pos : pos + SPAN_CHARS].lstrip()
-    if _PRICES.search(rest):
+    if "$" in rest and _PRICES.search(rest):
         rest = _PRICE_SIGN.sub("", rest)  # "$400 + $60 = $460": the signs of prices, not math
     end = SENTENCE_END.search(rest, 1)
     sentence = _HOPE_TAIL.sub("", (rest[: end.start()] if end else rest).rstrip())
@@ -233,9 +233,9 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
     as two boxes would), or when a retraction after it offers another ("The answer is 5. Wait, no, it might
     be 7."); else ("ok", answer, where the last statement starts)."""
     matches = list(marker.finditer(text))
-    if marker is _FINAL_ANSWER:
+    if matches and marker is _FINAL_ANSWER:
         matches = [match for match in matches if _states(text, match)]  # not "Step 2: Find the final answer"
-    if marker is not _HASH_ANSWER and matches:
+    if marker is not _HASH_ANSWER and any("\n" in match.group() for match in matches):
         answer_after = max(text.rfind("####"), text.rfind("\\boxed"))  # once: a scan per match would be quadratic
         matches = [match for match in matches if not _heading(text, match, answer_after)]
     if not matches:
@@ -269,7 +269,7 @@ def _retracted_after(text: str, pos: int, answer: str) -> bool:
     that gives the statement's value again ("The answer is 3 + 2 = 5.\n#### 5")."""
     rest = text[pos:]
     end = SENTENCE_END.search(rest, 1)
-    return offered_later(rest[end.end() :] if end else "", stated_value(answer))
+    return offered_later(rest[end.end() :] if end else "", answer, by_value=True)
 
 
 def _closing_answer(text: str) -> str | None:
@@ -409,7 +409,7 @@ def extract_answer(response: str, dataset: str, problem: str | None = None) -> t
     by an answer, only what follows is read (the reasoning's tentative answers are not statements).
     Source "conflict": different boxed answers, a hedge, or statements of the answer in different forms (a box,
     "the final answer is", "the answer is", "####") that give different numbers; "none": no answer found."""
-    if (chat := _CHAT_TOKEN.search(response)) is not None:
+    if "<" in response and (chat := _CHAT_TOKEN.search(response)) is not None:
         response = response[: chat.start()]  # "#### 18<|im_end|>": the next turn is not the answer
     if (after := _after_thinking(response)) is not None:
         answer, source = _extract_checked(after, dataset, problem)
@@ -422,7 +422,7 @@ def _after_thinking(response: str) -> str | None:
     """The text after one closed reasoning block ("<think>...</think> The answer is 5."; the opening tag may be in the
     prompt), else None. With two blocks, or an opening tag later than the start, text outside them is not
     reasoning and the whole response is read."""
-    if response.count("</think>") != 1 or response.count("<think>") > 1:
+    if "</think>" not in response or response.count("</think>") != 1 or response.count("<think>") > 1:
         return None
     thinking, _, after = response.partition("</think>")
     if "<think>" in thinking and thinking.lstrip().find("<think>") != 0:
@@ -556,11 +556,14 @@ def _heading(text: str, marker: re.Match[str], answer_after: int) -> bool:
     return answer_after > marker.end()  # where the last "####" or box starts
 
 
+_IS = re.compile(r"\bis\b", re.IGNORECASE)
+
+
 def _states(text: str, marker: re.Match[str]) -> bool:
     """Whether a "final answer" marker states one: "the final answer is" (also after "We find"), "Final answer:", or
     a value right after. After a task word ("Calculate the final answer", "Before giving the final answer, let me
     check: 5 - 2 = 3") only a value on the same line states one ("To get the final answer: 7")."""
-    if re.search(r"\bis\b", marker.group(), re.IGNORECASE):
+    if _IS.search(marker.group()):
         return True
     value_after = _VALUE_START.match(text, marker.end()) is not None
     if _TASK_BEFORE.search(text[max(0, marker.start() - 40) : marker.start()]):

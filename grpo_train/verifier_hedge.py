@@ -208,10 +208,15 @@ def same_answer(first: str, second: str) -> bool:
 _NAMED = re.compile(r"[A-Za-z](?:_\{?\w{1,4}\}?)?")  # "x", "a_3", "a_{37}": one letter, subscripted or not
 
 
+_PLAIN_VALUE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
 def stated_value(statement: str) -> str:
     """What a statement gives, to compare it with another statement of the response: the value a true chain ends
     on ("9 * 2 = 18" -> "18", "x = {9}" -> "9", "3 + 2 = 5 apples" -> "5"), the one number of a sentence ("Tom has
     5 apples" -> "5"), else the statement itself ("7 = 5" keeps its false left side and agrees with neither)."""
+    if _PLAIN_VALUE.fullmatch(statement):
+        return statement  # most statements: "18"
     sides = [side.strip(" $") for side in EQUALS.split(statement)]
     if len(sides) > 1:
         *lefts, last = sides
@@ -283,12 +288,14 @@ def offers_several(sentence: str) -> bool:
     return values > 1 and hedged is not None
 
 
-def offered_later(rest: str, answer: str) -> bool:
+def offered_later(rest: str, answer: str, by_value: bool = False) -> bool:
     """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
     that offers another value as possible ("It could also be 7.", "However, 7 is also possible.") or under a
-    condition ("If the question meant weekly, it would be 35."), or that is only another value ("7")."""
+    condition ("If the question meant weekly, it would be 35."), or that is only another value ("7"). `by_value`:
+    the answer is a statement, compared by the value it gives (`stated_value`)."""
     if not _ANY_VALUE.search(rest):
         return False  # nothing after the answer names a value (most responses end there)
+    answer = stated_value(answer) if by_value else answer
     for line in rest.split("\n"):
         if (bare := _BARE_VALUE.fullmatch(line)) is not None and not same_answer(bare.group(1), answer):
             return True

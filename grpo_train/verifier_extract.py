@@ -276,8 +276,6 @@ def _closing_answer(text: str) -> str | None:
     """The answer of a MATH response without a marker: the whole response when it is one short math
     span or a few words ("$\\frac{1}{3}$", "28 percent"); else the last math span or the only number
     of a concluding last sentence ("Therefore, there are 12 sequences.", "The matrix is: $M$")."""
-    if (chat := _CHAT_TOKEN.search(text)) is not None:
-        text = text[: chat.start()]
     text = _HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:]  # only the end can conclude
     if len(text) <= SPAN_CHARS and (whole := MATH_SPAN.fullmatch(text.rstrip(".,"))) is not None:
         return math_content(whole)
@@ -422,7 +420,7 @@ def _after_thinking(response: str) -> str | None:
     """The text after one closed reasoning block ("<think>...</think> The answer is 5."; the opening tag may be in the
     prompt), else None. With two blocks, or an opening tag later than the start, text outside them is not
     reasoning and the whole response is read."""
-    if "</think>" not in response or response.count("</think>") != 1 or response.count("<think>") > 1:
+    if response.count("</think>") != 1 or response.count("<think>") > 1:
         return None
     thinking, _, after = response.partition("</think>")
     if "<think>" in thinking and thinking.lstrip().find("<think>") != 0:
@@ -483,7 +481,6 @@ def _last_match(text: str, marker: re.Pattern[str]) -> re.Match[str] | None:
     return last
 
 
-_STATED = re.compile(r"\bis\b|:", re.IGNORECASE)  # "the final answer is", "Final answer:"
 _VALUE_START = re.compile(r"[\\$]|[-+]?\.?\d")
 _STATEMENT_KINDS = ((_FINAL_ANSWER, "final answer"), (_ANSWER_IS, "answer"), (_HASH_ANSWER, "####"), (BOX_START, "\\"))
 
@@ -502,8 +499,8 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
             continue
         if other.end() <= pos and not response[other.end() : pos].strip(" \t$*:([\\"):
             continue  # the marker of the answer's own statement ("The answer is $\\boxed{5}$")
-        answer_after = max(response.rfind("####"), response.rfind("\\boxed"))
-        if marker is not BOX_START and marker is not _HASH_ANSWER and _heading(response, other, answer_after):
+        heading_like = marker is not BOX_START and marker is not _HASH_ANSWER and "\n" in other.group()
+        if heading_like and _heading(response, other, max(response.rfind("####"), response.rfind("\\boxed"))):
             continue  # "**Answer:**" over the working
         if marker is BOX_START and pos <= other.start() < pos + len(answer) + 40:
             continue  # the box of the answer's own statement
@@ -568,7 +565,7 @@ def _states(text: str, marker: re.Match[str]) -> bool:
     value_after = _VALUE_START.match(text, marker.end()) is not None
     if _TASK_BEFORE.search(text[max(0, marker.start() - 40) : marker.start()]):
         return value_after and "\n" not in marker.group()
-    return _STATED.search(marker.group()) is not None or value_after
+    return ":" in marker.group() or value_after  # "Final answer:"
 
 
 def _agree(stated: str | None, answer: str) -> bool:

@@ -344,29 +344,30 @@ def offered_later(rest: str, answer: str, by_value: bool = False) -> bool:
 _CHAIN_FROM = re.compile(r"(?:[^=;!?\n.]|\.(?=\d)){1,60}?=\s*\$?\s*[-+]?\.?\d[\d,]*(?:\.\d+)?")
 
 
+def _chain_result(sentence: str, pos: int) -> tuple[str, int] | None:
+    """(result, end) of a true chain starting at `pos` ("180/5 = 36" -> "36"), else None."""
+    chain = _CHAIN_FROM.match(sentence, pos)
+    if chain is not None and (result := stated_value(chain.group())) != chain.group():
+        return result, chain.end()
+    return None
+
+
 def _value_at(sentence: str, pos: int) -> str | None:
     """The value a clause gives from `pos`: the result of a true chain ("would need 180/5 = 36 teachers" -> 36),
     else its first value ("would be 35")."""
     value = _FIRST_VALUE.match(sentence, pos)
     if value is None:
         return None
-    chain = _CHAIN_FROM.match(sentence, pos)
-    if chain is not None and (result := stated_value(chain.group())) != chain.group():
-        return result
-    return _first_group(value)
+    chain = _chain_result(sentence, pos)
+    return chain[0] if chain is not None else _first_group(value)
 
 
 def _values_in(sentence: str) -> list[str]:
     """The values a sentence names, a true chain counted by its result ("If we redo it, 9*2 = 18." -> ["18"])."""
     values, pos = [], 0
     while (value := _FIRST_VALUE.search(sentence, pos)) is not None:
-        chain = _CHAIN_FROM.match(sentence, value.start())
-        if chain is not None and (result := stated_value(chain.group())) != chain.group():
-            values.append(result)
-            pos = chain.end()
-        else:
-            values.append(_first_group(value))
-            pos = value.end()
+        result, pos = _chain_result(sentence, value.start()) or (_first_group(value), value.end())
+        values.append(result)
     return values
 
 

@@ -24,9 +24,13 @@ CALCULATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")  # GSM8K's calculator notes:
 PRICE_CHAIN = re.compile(r"(\$?[\d,.]+(?:\s*[-+*x×/]\s*\$?[\d,.]+)+)\s*=\s*\$([\d,.]+)")
 
 
+def gsm8k_gold(item: dict) -> str:
+    return item["answer"].split("####")[-1].strip().replace(",", "")
+
+
 def gsm8k_styles(item: dict) -> list[tuple[str, str]]:
     """(style, response) for one GSM8K item whose last calculation gives the gold."""
-    body, gold = item["answer"].split("####")[0].rstrip(), item["answer"].split("####")[-1].strip().replace(",", "")
+    body, gold = item["answer"].split("####")[0].rstrip(), gsm8k_gold(item)
     text = re.sub(r"<<[^>]*>>", "", body)
     calculations = CALCULATION.findall(body)
     if not calculations or calculations[-1][1].strip() != gold:
@@ -77,7 +81,7 @@ def main() -> None:
     cases = []
     for line in (data / "gsm8k_test.jsonl").open():
         item = json.loads(line)
-        gold = item["answer"].split("####")[-1].strip().replace(",", "")
+        gold = gsm8k_gold(item)
         cases += [(style, response, gold, "gsm8k", item["question"]) for style, response in gsm8k_styles(item)]
     for line in (data / "math500_test.jsonl").open():
         item = json.loads(line)

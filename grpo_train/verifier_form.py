@@ -60,7 +60,8 @@ def too_big(latex: str) -> str | None:
         return "a sum, product, integral, limit, gamma, huge literal or factorial of a non-literal"
     if len(_BINOMIAL.findall(latex)) > len(_SMALL_BINOMIAL.findall(latex)):
         return "a binomial of anything but small literals"
-    if len(_FUNCTION.findall(latex)) > MAX_FUNCTIONS or _nested_function(latex):
+    functions = _FUNCTION.findall(latex)
+    if len(functions) > MAX_FUNCTIONS or _nested_function(latex):
         return f"more than {MAX_FUNCTIONS} functions, or a function of a function"
     if any(int(index) > MAX_ROOT_INDEX for index in _ROOT_INDEX.findall(latex)):
         return f"a root of index above {MAX_ROOT_INDEX}"
@@ -71,7 +72,7 @@ def too_big(latex: str) -> str | None:
         size = abs(exact_value(exponent) or 1)
         if not _small(exponent) or (base in ")}]" and size > MAX_GROUP_EXPONENT):
             return f"the exponent {exponent[:40]!r} is not small"
-        if (why := _power_too_big(latex[:pos].rstrip(), size, _FUNCTION.search(latex) is not None)) is not None:
+        if (why := _power_too_big(latex[:pos].rstrip(), size, bool(functions))) is not None:
             return why
         stacked, plain = (stacked * size, plain) if base in ")}]" else (stacked, max(plain, size))
     if stacked * plain > MAX_EXPONENT:

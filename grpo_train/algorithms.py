@@ -106,7 +106,12 @@ def zero_variance_fraction(rewards: Tensor, group_size: int) -> Tensor:
 # entropy; in backward the softmax again) run in the cache instead of streaming [B, T, V] fp32 tensors through
 # memory several times. SmolLM2's update of a 4 x 8 bf16 batch on 2 CPU cores: 6.1 s with the full fp32
 # log-softmax, 4.7 s with this (0.18 s of it here, forward and backward).
+# On a GPU the same chunks are ~6 rows of Qwen2.5's 151,936-token vocabulary: ~1,000 chunks of ~5 small kernels
+# each per 16 x 384-token micro-batch, forward and again backward, where each launch costs more than its work. The
+# first H100 run (docs/benchmarks.md, 2026-11-28) measured the learner's update at 0.18x the tokens/s of a plain
+# PyTorch forward + backward of the same model; GPU chunks are 16 M elements (64 MiB fp32, ~110 rows) instead.
 CHUNK_ELEMENTS = 2**20
+GPU_CHUNK_ELEMENTS = 2**24
 
 
 def token_logprobs_from_logits(logits: Tensor, tokens: Tensor, temperature: float = 1.0,
@@ -125,8 +130,8 @@ def token_logprobs_from_logits(logits: Tensor, tokens: Tensor, temperature: floa
     return logp.view(tokens.shape), entropy.view(tokens.shape) if with_entropy else None
 
 
-def _row_chunks(rows: int, vocab: int) -> list[slice]:
-    size = max(1, CHUNK_ELEMENTS // vocab)
+def _row_chunks(rows: int, vocab: int, device: torch.device) -> list[slice]:
+    size = max(1, (GPU_CHUNK_ELEMENTS if device.type == "cuda" else CHUNK_ELEMENTS) // vocab)
     return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
 
 
@@ -145,7 +150,7 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         logp = torch.empty(rows, dtype=torch.float32, device=logits.device)
         log_norm = torch.empty_like(logp)  # log-sum-exp of logits / T per row, kept for backward
         entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
-        for chunk in _row_chunks(rows, vocab):
+        for chunk in _row_chunks(rows, vocab, logits.device):
             scaled = _scaled_chunk(logits, chunk, temperature)
             log_norm[chunk] = torch.logsumexp(scaled, -1)
             logp[chunk] = scaled.gather(-1, tokens[chunk, None]).squeeze(-1) - log_norm[chunk]
@@ -164,7 +169,7 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         t = ctx.temperature
         grad = torch.empty_like(logits)
         grad_logp = grad_logp.float()
-        for chunk in _row_chunks(*logits.shape):
+        for chunk in _row_chunks(*logits.shape, logits.device):
             # d logp / d x = onehot(token) - softmax(x), and dx / dlogits = 1 / T
             scaled = _scaled_chunk(logits, chunk, t)
             weight = grad_logp[chunk, None] / t  # [rows, 1]

@@ -267,7 +267,11 @@ HUB_DATASETS = {
 def _load_dataset(name: str, subset: str, split: str, key: str, cfg: DataConfig, limit: int,
                   uid_prefix: str) -> ProblemSet:
     """A split of a hub dataset or local dataset folder through datasets.load_dataset, row by row."""
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"{key}: {name} is loaded with the `datasets` package, which is not installed: "
+                        "pip install 'grpo_train[hub]' (or use local files: data.source=train.jsonl)") from None
 
     try:
         table = datasets.load_dataset(name, subset or None, split=split)

@@ -7,7 +7,8 @@ already divided by the global normaliser of its mini-batch (`algorithms.loss_nor
 ranks), so the accumulated gradient is the mini-batch gradient without any 1/gas rescaling, for any number of
 micro-batches.
 
-CPU and GPU differ in a few lines only (`_on_gpu`): gloo vs NCCL, torch AdamW vs DeepSpeed's FusedAdam.
+CPU and GPU differ in a few lines only (`_on_gpu`): gloo vs NCCL, torch AdamW vs DeepSpeed's FusedAdam (built
+on first use; where it cannot be built, e.g. no nvcc on the node, torch's fused AdamW, named in a warning).
 """
 
 from __future__ import annotations
@@ -31,6 +32,49 @@ from grpo_train.score_sketch import ScoreSketch
 
 def _on_gpu() -> bool:
     return torch.cuda.is_available()
+
+
+def fused_adam_problem() -> str | None:
+    """Why DeepSpeed's FusedAdam cannot be used on this GPU node, or None when it loads.
+
+    DeepSpeed installed without prebuilt ops (the offline kit's pure-Python wheel, `pip install deepspeed` on most
+    machines) compiles the op with nvcc and ninja on first use (~1 min, cached in ~/.cache/torch_extensions). A
+    node without a CUDA compiler gets torch's fused AdamW instead: the same update, one CUDA kernel per step.
+    GRPO_TRAIN_FUSED_ADAM=0 skips the build and takes the fallback (`grpo-gpu-check` sets it for its later items
+    when the build failed, so that none of them waits on a half-finished build's lock).
+    """
+    if os.environ.get("GRPO_TRAIN_FUSED_ADAM", "1") == "0":
+        return "GRPO_TRAIN_FUSED_ADAM=0"
+    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    try:
+        from deepspeed.ops.op_builder import FusedAdamBuilder
+
+        if arch_list is not None:
+            # DeepSpeed 0.19.8's JIT builder reads each entry as MAJOR.MINOR[+PTX]: an arch-specific entry such as
+            # "9.0a", which CUDA images set, fails with "invalid literal for int() with base 10: '0a'" (seen on an
+            # H100, torch 2.11 / CUDA 13.0). FusedAdam needs no arch-specific instruction: build for the plain arch.
+            os.environ["TORCH_CUDA_ARCH_LIST"] = plain_arch_list(arch_list)
+        FusedAdamBuilder().load(verbose=False)
+    except Exception as err:  # a missing nvcc, a compiler error, an op builder that refuses this torch
+        last_line = (str(err).strip().splitlines() or [""])[-1]
+        return f"{type(err).__name__}: {last_line[:300]}"
+    finally:
+        if arch_list is not None:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
+    return None
+
+
+def plain_arch_list(arch_list: str) -> str:
+    """TORCH_CUDA_ARCH_LIST without arch-specific suffixes, one entry per arch: "8.0 9.0a;10.0f+PTX" ->
+    "8.0;9.0;10.0+PTX"."""
+    out: list[str] = []
+    for entry in arch_list.replace(" ", ";").split(";"):
+        arch, ptx = (entry.split("+", 1) + [""])[:2]
+        arch = arch.strip().rstrip("abcdefghijklmnopqrstuvwxyz")
+        token = arch + ("+" + ptx if ptx else "")
+        if arch and token not in out:
+            out.append(token)
+    return ";".join(out)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -137,8 +181,9 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def deepspeed_config(cfg: LearnerConfig, world_size: int) -> dict:
-    """The DeepSpeed config for the policy, from our dataclass plus the raw `learner.deepspeed` keys."""
+def deepspeed_config(cfg: LearnerConfig, world_size: int, fused_adam: bool | None = None) -> dict:
+    """The DeepSpeed config for the policy, from our dataclass plus the raw `learner.deepspeed` keys; with
+    fused_adam (default: on a GPU) DeepSpeed builds its FusedAdam from the "optimizer" block."""
     ds = {
         "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
         "gradient_accumulation_steps": 1,
@@ -157,7 +202,7 @@ def deepspeed_config(cfg: LearnerConfig, world_size: int) -> dict:
         # Sum micro-batch gradients in fp32: DeepSpeed then runs its bf16 optimizer (fp32 master weights), the same
         # update as stage 2's; with bf16 sums it would take the ZeRO path that keeps them in bf16.
         ds["data_types"] = {"grad_accum_dtype": "fp32"}
-    if _on_gpu():
+    if _on_gpu() if fused_adam is None else fused_adam:
         ds["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.adam_betas),
                                                        "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}}
     return _merge(ds, cfg.deepspeed)
@@ -325,10 +370,15 @@ class Learner:
                                                      target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
         trainable = [p for p in model.parameters() if p.requires_grad]
         lcfg = cfg.learner
-        # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU: torch's fused AdamW (one pass
-        # over the weights instead of one per elementwise op: 0.075 s against 0.73 s per step on 134.5 M fp32
-        # weights on 2 cores, where the per-op AdamW took 12% of the update).
-        optimizer = None if _on_gpu() else torch.optim.AdamW(
+        # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU, or a GPU node where FusedAdam
+        # cannot be built: torch's fused AdamW (one pass over the weights instead of one per elementwise op: 0.075 s
+        # against 0.73 s per step on 134.5 M fp32 weights on 2 cores, where the per-op AdamW took 12% of the update).
+        self.fused_adam_problem = fused_adam_problem() if _on_gpu() else "no GPU"
+        fused_adam = self.fused_adam_problem is None
+        if _on_gpu() and not fused_adam and dist.get_rank() == 0:
+            print(f"grpo-train: warning: DeepSpeed's FusedAdam could not be built ({self.fused_adam_problem}); "
+                  "using torch.optim.AdamW(fused=True), the same update", flush=True)
+        optimizer = None if fused_adam else torch.optim.AdamW(
             trainable, lr=lcfg.lr, betas=tuple(lcfg.adam_betas), eps=lcfg.adam_eps, weight_decay=lcfg.weight_decay,
             fused=True)
         schedule = lr_lambda(lcfg, total_optimizer_steps)
@@ -337,7 +387,7 @@ class Learner:
             model_parameters=trainable,
             optimizer=optimizer,
             lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
-            config=deepspeed_config(lcfg, self.world),
+            config=deepspeed_config(lcfg, self.world, fused_adam),
         )
         if self.world == 1 and _allreduce_is_a_copy(self.engine):
             self.engine.enable_backward_allreduce = False

@@ -269,3 +269,42 @@ def memory_report(cfg: Config, world_size: int | None = None, gpu_memory_gib: fl
                      f"{e.reference:5.2f}  {e.activations:11.2f}  {e.vllm:4.1f} ({e.vllm_kv_cache:5.1f})     "
                      f"{e.total:6.1f}  {'yes' if e.fits else 'NO'}")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The measurement
+
+
+class PhasePeaks:
+    """The measured side of the estimate: PyTorch's peak GPU allocation in each phase of a step, in GiB.
+
+        peaks = PhasePeaks()
+        peaks.start()            # at the top of a step
+        ...; peaks.mark("rollout")
+        ...; peaks.mark("update")
+        peaks.metrics()          # {"memory/rollout_gib": ..., "memory/update_gib": ...}; then empty again
+
+    Each mark reads the allocator's high-water mark since the previous mark and resets it, so a phase's figure is
+    the most that was allocated at any moment inside it (the learner's state included). Memory vLLM's sleep mode
+    allocates in its own pool is not seen by the allocator's statistics. Nothing is recorded without CUDA.
+    """
+
+    def __init__(self) -> None:
+        import torch
+
+        self.cuda = torch.cuda if torch.cuda.is_available() else None
+        self.peaks: dict[str, float] = {}
+
+    def start(self) -> None:
+        if self.cuda is not None:
+            self.cuda.reset_peak_memory_stats()
+
+    def mark(self, phase: str) -> None:
+        if self.cuda is not None:
+            self.peaks[phase] = self.cuda.max_memory_allocated() / GIB
+            self.cuda.reset_peak_memory_stats()
+
+    def metrics(self) -> dict[str, float]:
+        out = {f"memory/{phase}_gib": gib for phase, gib in self.peaks.items()}
+        self.peaks = {}
+        return out

@@ -147,7 +147,11 @@ class MetricsLogger:
         self.wandb_run = None
         if self.active and cfg.run.wandb != "disabled":
             os.environ.setdefault("WANDB_SILENT", "true")
-            import wandb
+            try:
+                import wandb
+            except ImportError:
+                raise ConfigError(f"run.wandb: {cfg.run.wandb} needs the wandb package, which is not installed: "
+                                  "pip install 'grpo_train[wandb]' (or run.wandb=disabled)") from None
 
             self.wandb_run = wandb.init(mode=cfg.run.wandb, project=cfg.run.wandb_project, dir=str(run_dir),
                                         config=to_dict(cfg), resume="allow")

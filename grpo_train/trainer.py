@@ -32,6 +32,7 @@ from grpo_train.config import Config, ConfigError, RewardConfig, save_config, to
 from grpo_train.data import PromptSampler, load_problems
 from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, all_reduce_max, global_means, init_distributed, make_update_batch
+from grpo_train.memory import PhasePeaks
 from grpo_train.metrics import METRICS_FILE, MetricsLogger
 from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
@@ -214,6 +215,7 @@ def train(cfg: Config) -> Path:
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
     # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
     monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
+    peaks = PhasePeaks()  # GPU: the allocator's peak in each phase (memory/ metrics, checked against memory.py)
 
     def extra_round(step: int, group_size: int, prompts: int, k: int, needed: bool) -> dynamic_sampling.Round | None:
         """Dynamic sampling's extra round k of a step: steps 1-3 again (every rank advances the prompt sampler; a
@@ -257,6 +259,7 @@ def train(cfg: Config) -> Path:
 
     for step in range(start_step + 1, cfg.run.steps + 1):
         t_step = time.perf_counter()
+        peaks.start()
         # --------------------------------------------------------------------------------------------
         # 0. Group size: with group_size auto, every K steps the G of smallest predicted gradient MSE
         group_size, prompts_per_step = a.group_size, a.prompts_per_step
@@ -308,6 +311,7 @@ def train(cfg: Config) -> Path:
                                                  sampled.kept.scores)
             rewards = sampled.kept.rewards
             t_rollout += time.perf_counter() - t0
+        peaks.mark("rollout")  # generation, dynamic sampling's extra rounds included
 
         # --------------------------------------------------------------------------------------------
         # 4. Advantages: within each group of G (contiguous)
@@ -328,12 +332,14 @@ def train(cfg: Config) -> Path:
         if a.kl_coef > 0:
             batch.ref_logp = learner.logprobs(batch, reference=True)
         t_logprobs = time.perf_counter() - t0
+        peaks.mark("logprobs")
 
         # --------------------------------------------------------------------------------------------
         # 6. Update: mu passes, mini-batches, micro-batches with a global loss normaliser
         t0 = time.perf_counter()
         update_stats = learner.update(batch)
         t_update = time.perf_counter() - t0
+        peaks.mark("update")
 
         # --------------------------------------------------------------------------------------------
         # 6b. U-statistic monitor: c1, c2, c3 from the step's groups and the update's score sketches
@@ -349,6 +355,7 @@ def train(cfg: Config) -> Path:
         t0 = time.perf_counter()
         engine.load_weights(hf_weights(learner.module))
         t_sync = time.perf_counter() - t0
+        peaks.mark("sync")
         sync_gap = None
         if cfg.run.check_sync_every and step % cfg.run.check_sync_every == 0:
             sync_gap = sync_logprob_gap(engine, learner, prompt_ids[0], tokenizer.pad_token_id)
@@ -384,6 +391,7 @@ def train(cfg: Config) -> Path:
         metrics["train/completion_len_max"] = all_reduce_max(max(lengths))
         metrics["train/skipped_steps_total"] = float(learner.skipped_nonfinite)
         metrics.update(ustat_metrics)
+        metrics.update({name: all_reduce_max(gib) for name, gib in peaks.metrics().items()})
         if sampled is not None:
             metrics.update(global_means({"train/dynamic_extra_rollouts": (sampled.extra_rollouts, 1),
                                          "train/dynamic_kept_groups": (len(sampled.kept.problems) * (

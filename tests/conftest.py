@@ -3,10 +3,21 @@
 import os
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from grpo_train.learner import init_distributed
 from grpo_train.models import resolve_model
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need CUDA: skipped, with the reason, on machines without it (CI, the developers')."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (marker gpu); run on a GPU node: pytest -m gpu")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="module")

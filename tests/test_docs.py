@@ -15,6 +15,7 @@ separate commands; `.venv/bin/` prefixes are dropped):
 - `grpo-train export|plot|advise-group-size ...`: parsed by the subcommand's own parser (advise-group-size:
   and its config loaded);
 - `grpo-eval ...`: parsed by its parser, then its config built with `grpo_train.evaluation.eval_config`;
+- `grpo-gpu-check ...`: parsed by its parser, the `--items` named checked;
 - `python scripts/X.py ...`: parsed by the script's `parser()`; a `--config` and dotted overrides are loaded;
 - `python examples/.../X.py`: the file exists; `python -m pytest FILES`: the files exist; `python -m MODULE`:
   the module is importable;
@@ -290,6 +291,12 @@ def check(words: list[str], capsys, monkeypatch) -> None:
     elif program == "make":
         missing = [t for t in args if not t.startswith("-") and "=" not in t and t not in make_targets()]
         assert not missing, f"make {missing}: no such target in the Makefile"
+    elif program == "grpo-gpu-check":
+        from grpo_train import gpu_check
+
+        parsed = gpu_check._parser().parse_args(args)
+        unknown = set(parsed.items.split(",")) - set(gpu_check.ITEMS)
+        assert not unknown, f"grpo-gpu-check --items: {sorted(unknown)} are not items"
     elif program == "scripts/train.sh":
         check_train_sh(args, capsys)
     elif program == "scripts/gpu_smoke.sh":

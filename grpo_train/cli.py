@@ -62,7 +62,8 @@ def _print_config(cfg, explain: bool, gpu_gib: float | None, preset: str = "") -
 
 def _kind(err: Exception) -> str:
     """The prefix of a one-line error: the same "config error" as load_config's, else the exception's name."""
-    return "config error" if isinstance(err, ConfigError) else type(err).__name__
+    kind = getattr(err, "kind", None)  # a ConfigError subclass may name itself (RewardFunctionError)
+    return kind or ("config error" if isinstance(err, ConfigError) else type(err).__name__)
 
 
 def check_before_start(cfg) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from grpo_train.config_aliases import ALIASES, Alias, did_you_mean, suggest_keys
 from grpo_train.config_schema import (
     PRESETS,
     SYNTHETIC_CATEGORIES,
@@ -53,7 +54,7 @@ __all__ = [  # the schema's names, so that callers import everything config-rela
     "save_config", "to_dict", "to_yaml", "ustat_monitor_on",
     "Origin", "load_config", "validate", "read_tree", "apply_preset", "preset_report", "source_kind",
     "resolve_auto_precision", "resolve_seq_correction", "native_bf16", "cpu_has_native_bf16", "auto_precision",
-    "truncated_sampling", "TRUNCATED_SAMPLING_REASON",
+    "truncated_sampling", "TRUNCATED_SAMPLING_REASON", "Alias", "ALIASES", "suggest_keys",
 ]
 
 
@@ -177,6 +178,7 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("rollout.cpu_kvcache_gb", r.cpu_kvcache_gb > 0.0, "must be > 0"),
         ("reward.timeout_s", c.reward.timeout_s > 0.0, "must be > 0"),
         ("reward.num_workers", c.reward.num_workers >= 1, "must be >= 1"),
+        ("reward.max_failure_fraction", 0.0 <= c.reward.max_failure_fraction <= 1.0, "must be in [0, 1]"),
         ("algorithm.group_size", a.group_size >= 2, "must be >= 2 (a group baseline needs two samples)"),
         ("algorithm.prompts_per_step", a.prompts_per_step >= 1, "must be >= 1"),
         ("algorithm.adv_eps", a.adv_eps >= 0.0, "must be >= 0"),
@@ -242,11 +244,12 @@ class Origin:
     overrides: tuple[tuple[str, str], ...] = ()  # (dotted key, the override text that set it)
 
     def of(self, key: str, problem: str = "") -> str:
-        """The overrides that set `key` (or a section holding it) or a key the problem names ("must divide
-        algorithm.prompts_per_step * ..."), else the file."""
+        """The overrides that set `key` (or a section holding it, or a key under it) or a key the problem names
+        ("must divide algorithm.prompts_per_step * ..."), else the file."""
         keys = [key, *_NAMED_KEY.findall(problem)]
         texts = [text for set_key, text in self.overrides
-                 if any(k == set_key or k.startswith((set_key + ".", set_key + "[")) for k in keys)]
+                 if any(k == set_key or k.startswith((set_key + ".", set_key + "["))
+                        or set_key.startswith(k + ".") for k in keys)]
         return f"{self.file} (override {', '.join(map(repr, dict.fromkeys(texts)))})" if texts else self.file
 
     def error(self, key: str, problem: str) -> ConfigError:
@@ -350,6 +353,19 @@ def _reward_problems(r: RewardConfig) -> list[tuple[str, str]]:
     return problems
 
 
+def _unknown_key(key: str, value: Any, known: list[str], origin: Origin) -> ConfigError:
+    """The error for an unknown key, with the keys it may have meant. Under an unknown section each leaf gets its
+    own (`actor_rollout_ref.rollout.n=8` arrives as actor_rollout_ref: {rollout: {n: 8}})."""
+    paths = [f"{key}.{leaf}" for leaf in _leaf_keys(value)] if isinstance(value, dict) and value else [key]
+    hints = [(path, suggested) for path in paths if (suggested := suggest_keys(path))]
+    if len(hints) == 1:
+        key, problem = hints[0][0], did_you_mean(*hints[0])
+    else:
+        problem = "; ".join(f"{path}: {did_you_mean(path, suggested)}" for path, suggested in hints[:4])
+    problem = f": {problem}" if problem else ""
+    return ConfigError(f"{origin.of(key)}: unknown key {key!r}{problem} (known: {', '.join(sorted(known))})")
+
+
 # ----------------------------------------------------------------------------------------------------
 # Building dataclasses from plain YAML values, with the key path in every error
 
@@ -413,7 +429,7 @@ def _build(cls: type, values: dict[str, Any], prefix: str, origin: Origin) -> An
     for name, value in values.items():
         key = f"{prefix}.{name}" if prefix else str(name)
         if name not in docs:
-            raise ConfigError(f"{origin.of(key)}: unknown key {key!r} (known: {', '.join(sorted(docs))})")
+            raise _unknown_key(key, value, list(docs), origin)
         kwargs[name] = _convert(value, hints[name], key, origin, docs[name])
     return cls(**kwargs)
 

@@ -134,6 +134,10 @@ class RewardConfig:
                                                "{function, weight, name, kwargs}")
     timeout_s: float = _f(5.0, "hard per-item verifier timeout, seconds (also per reward-function call)")
     num_workers: int = _f(2, "verifier worker processes")
+    max_failure_fraction: float = _f(0.5, "stop the run when a reward function fails (raises, returns neither a "
+                                     "number nor None, or runs past timeout_s) on more than this fraction of its "
+                                     "calls in a training step (all ranks); 1.0 = never stop. Failed calls score 0 "
+                                     "and are counted in reward/fn/<name>/error and /timeout")
 
 
 @dataclass

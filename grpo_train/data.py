@@ -9,11 +9,15 @@ Sources (`data.source`, and `data.eval_source` for the held-out split):
 - `synthetic`: the paper's Section 5.1 arithmetic set (grpo_train.synthetic); answers are integers, kind gsm8k.
 - `gsm8k` / `math`: `datasets.load_dataset` from the hub: openai/gsm8k ("main") train/test;
   MATH train = DigitalLearningGmbH/MATH-lighteval (the 7,500 MATH train problems, disjoint from MATH-500),
-  MATH test = HuggingFaceH4/MATH-500. Offline, these fail with an error that suggests a local file.
+  MATH test = HuggingFaceH4/MATH-500 (HUB_DATASETS; docs/gpu-and-clusters.md has the download commands).
 - `<path>.jsonl` / `.parquet` / `.csv`: one problem per row. A local training file needs `data.eval_source`.
 - a dataset folder or hub id (`owner/name`): `datasets.load_dataset(source, data.subset, split=data.split)`
   for training and `split=data.eval_split` for the held-out set.
 `data.max_rows` and the `n` argument keep the first rows of a file/hub source.
+A hub id loads offline when HF_HUB_OFFLINE is set or the hub does not answer within HUB_PROBE_TIMEOUT_S (left to
+itself, `datasets` retries an unreachable hub for ~26 s): from `datasets`' own cache (a dataset loaded once with
+network), else from the hub cache's copy that `hf download NAME --repo-type dataset` made; without either, a
+DataError at once that says how to get it.
 
 Rows. Without `data.question_key` each row is read by its layout: GSM8K {question, answer ending in "#### N"
 (or a number)} or MATH {problem, answer} (or only a solution with \\boxed{}). With it, the question is that
@@ -28,7 +32,9 @@ see. Malformed rows raise a DataError naming the file, the line (or row) and the
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
 import hashlib
 import json
 import logging
@@ -113,13 +119,17 @@ def _answer_field(row: dict, key: str, config_key: str = "") -> str:
     return _text_field(row, key, config_key).strip()
 
 
-def _layout_problem(row: dict, uid: str) -> Problem:
-    """A GSM8K row {question, answer "... #### N" or a number} or MATH row {problem, answer?, solution?}."""
+def _layout_problem(row: dict, uid: str, gold_needed: bool = True) -> Problem:
+    """A GSM8K row {question, answer "... #### N" or a number} or MATH row {problem, answer?, solution?}.
+    Without `gold_needed` (data.kind none: only reward functions score) the answer is optional: a row without one
+    has gold "", and an answer without a '####' line or a solution without a box is taken as it is / as ""."""
     if "question" in row:
         if "answer" not in row:
-            raise DataError("GSM8K row has 'question' but no 'answer'")
+            if not gold_needed:
+                return Problem(uid, _text_field(row, "question"), "", "gsm8k", {})
+            raise DataError("GSM8K row has 'question' but no 'answer' (data.kind none needs no answer)")
         answer = _answer_field(row, "answer")
-        if isinstance(row["answer"], str):
+        if isinstance(row["answer"], str) and ("####" in answer or gold_needed):
             if "####" not in answer:
                 raise DataError("GSM8K answer has no '#### <final answer>' line (a number is taken as it is)")
             answer = answer.rsplit("####", 1)[1].strip()
@@ -130,11 +140,14 @@ def _layout_problem(row: dict, uid: str) -> Problem:
         if row.get("answer") is not None:
             gold = _answer_field(row, "answer")
         elif row.get("solution") is not None:
-            gold = last_boxed(_text_field(row, "solution"))
-            if not gold:
+            gold = last_boxed(_text_field(row, "solution")) or ""
+            if not gold and gold_needed:
                 raise DataError("MATH row has no 'answer' and its solution has no \\boxed{...} answer")
+        elif gold_needed:
+            raise DataError("MATH row has 'problem' but neither 'answer' nor 'solution' (data.kind none needs "
+                            "neither)")
         else:
-            raise DataError("MATH row has 'problem' but neither 'answer' nor 'solution'")
+            gold = ""
         meta = {key: row[key] for key in ("level", "subject", "type", "unique_id") if key in row}
         return Problem(uid, _text_field(row, "problem"), gold, "math", meta)
     raise DataError(
@@ -167,7 +180,7 @@ def problem_from_row(row: Any, uid: str, cfg: DataConfig | None = None) -> Probl
         raise DataError(f"expected a JSON object, got {type(row).__name__}")
     if cfg.question_key:
         return _keyed_problem(row, uid, cfg)
-    problem = _layout_problem(row, uid)
+    problem = _layout_problem(row, uid, gold_needed=cfg.kind != "none")
     if cfg.kind not in ("auto", problem.dataset):
         problem = Problem(problem.uid, problem.question, problem.gold, cfg.kind, problem.meta)
     return problem
@@ -264,22 +277,96 @@ HUB_DATASETS = {
 }
 
 
+HUB_PROBE_TIMEOUT_S = 5.0  # how long the hub may take to answer before a hub dataset loads offline
+
+
+@functools.cache
+def _hub_answers(endpoint: str) -> bool:
+    """Whether the hub answers one request within HUB_PROBE_TIMEOUT_S (any HTTP status counts as an answer)."""
+    from huggingface_hub import get_session
+
+    try:
+        get_session().head(endpoint, timeout=HUB_PROBE_TIMEOUT_S)
+    except Exception:  # DNS, refused, timeout, proxy: no answer (the client's error classes vary by version)
+        return False
+    return True
+
+
+def _hub_offline() -> str:
+    """Why a hub id loads offline: HF_HUB_OFFLINE (or HF_DATASETS_OFFLINE) is set, or the hub does not answer;
+    "" when it is online."""
+    import datasets
+    from huggingface_hub import constants
+
+    if datasets.config.HF_HUB_OFFLINE or constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    if not _hub_answers(constants.ENDPOINT):
+        return f"the hub ({constants.ENDPOINT}) did not answer within {HUB_PROBE_TIMEOUT_S:.0f} s"
+    return ""
+
+
+@contextlib.contextmanager
+def _offline_mode() -> Iterator[None]:
+    """datasets and huggingface_hub in offline mode (as HF_HUB_OFFLINE=1 at import would set them), for a hub that
+    was found not to answer: a request then fails at once instead of after datasets' five retries."""
+    import datasets
+    from huggingface_hub import constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
+
+
+def _hub_snapshot(name: str) -> str | None:
+    """The folder of the hub cache holding dataset `name` (`hf download NAME --repo-type dataset`), or None."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(name, repo_type="dataset", local_files_only=True)
+    except LocalEntryNotFoundError:
+        return None
+
+
+def _read_dataset(name: str, subset: str, split: str) -> Any:
+    """datasets.load_dataset of a local folder or hub id. A hub id offline (_hub_offline) comes from datasets' own
+    cache, else from the hub cache's snapshot (datasets itself does not look there offline); None when neither
+    holds it."""
+    import datasets
+
+    if Path(name).is_dir() or not _hub_offline():
+        return datasets.load_dataset(name, subset or None, split=split)
+    with _offline_mode():
+        try:
+            return datasets.load_dataset(name, subset or None, split=split)
+        except (OSError, ValueError):  # ConnectionError: not in datasets' cache
+            folder = _hub_snapshot(name)
+        return None if folder is None else datasets.load_dataset(folder, subset or None, split=split)
+
+
 def _load_dataset(name: str, subset: str, split: str, key: str, cfg: DataConfig, limit: int,
                   uid_prefix: str) -> ProblemSet:
     """A split of a hub dataset or local dataset folder through datasets.load_dataset, row by row."""
     try:
-        import datasets
+        import datasets  # noqa: F401  (only whether it is installed)
     except ImportError:
         raise DataError(f"{key}: {name} is loaded with the `datasets` package, which is not installed: "
                         "pip install 'grpo_train[hub]' (or use local files: data.source=train.jsonl)") from None
 
+    where = f"{name}" + (f" ({subset})" if subset else "") + f", split {split!r}"
+    hint = ("Without network, use local files: data.source=train.jsonl data.eval_source=test.jsonl "
+            "(.parquet and .csv work too)")
     try:
-        table = datasets.load_dataset(name, subset or None, split=split)
-    except (OSError, ValueError) as err:  # offline, not found, no such split or subset
-        where = f"{name}" + (f" ({subset})" if subset else "") + f", split {split!r}"
-        hint = ("Without network, use local files: data.source=train.jsonl data.eval_source=test.jsonl "
-                "(.parquet and .csv work too)")
+        table = _read_dataset(name, subset, split)
+    except (OSError, ValueError) as err:  # not found, no such split or subset
         raise DataError(f"{key}: cannot load {where} ({type(err).__name__}: {str(err)[:200]}). {hint}") from None
+    if table is None:
+        raise DataError(f"{key}: cannot load {where}: {_hub_offline()}, and neither the datasets cache nor the "
+                        f"hub cache holds it. On a machine with network, run `hf download {name} --repo-type "
+                        f"dataset`, share the cache (HF_HOME) and set HF_HUB_OFFLINE=1. {hint}")
     rows = ((f"{name} {split} row {i}", f"{uid_prefix}-{split}:{i}", row) for i, row in enumerate(table, 1))
     return _collect(rows, name, cfg, limit)
 

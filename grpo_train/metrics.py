@@ -1,4 +1,5 @@
-"""Run outputs on rank 0: metrics.jsonl (always), samples.jsonl, a console line per step, and wandb; and what the
+"""Run outputs on rank 0: metrics.jsonl (always), samples.jsonl, prompts.txt (the first prompts as the model sees
+them), a console line per step, the end-of-run eval and reward-function failure lines, and wandb; and what the
 libraries we run inside our process (vLLM, DeepSpeed, transformers) may print (`configure_library_logs`).
 
 wandb never needs a network or a key: `run.wandb` is `disabled` by default, `offline` writes a local run
@@ -26,6 +27,7 @@ from grpo_train.config import Config, ConfigError, to_dict
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
+PROMPTS_FILE = "prompts.txt"
 
 # What the console line shows, in order, with its short label.
 _CONSOLE_KEYS = [
@@ -142,8 +144,6 @@ class MetricsLogger:
         # named "sweep[lr=1e-4]") that rich would otherwise read as tags, drop, or fail on.
         self.console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         self.log_every = cfg.run.log_every
-        # With data.kind none only the reward functions score: "accuracy" (always 0 there) is left off the console.
-        self.has_accuracy = cfg.data.kind != "none"
         self.wandb_run = None
         if self.active and cfg.run.wandb != "disabled":
             os.environ.setdefault("WANDB_SILENT", "true")
@@ -179,8 +179,7 @@ class MetricsLogger:
             self.wandb_run.log(metrics, step=step)
         # Step 0 is the eval before training, which the trainer reports in its own line.
         if step > 0 and (step % self.log_every == 0 or any(k.startswith("eval/") for k in metrics)):
-            shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS
-                     if key in metrics and (self.has_accuracy or not key.endswith("/accuracy"))]
+            shown = [f"{label} {metrics[key]:.4g}" for key, label in _CONSOLE_KEYS if key in metrics]
             self.console.print(Text.assemble((f"step {step}", "bold"), "  " + "  ".join(shown)))
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
@@ -190,13 +189,29 @@ class MetricsLogger:
             for row in rows:
                 f.write(json.dumps({"step": step, **row}) + "\n")
 
+    def prompts(self, rendered: list[tuple[str, str, int]], how: str) -> None:
+        """prompts.txt: (uid, prompt text, token count) of the first problems, the prompt exactly as the model sees
+        it (system prompt, worked examples, template, chat markup); one console line names the file."""
+        if not self.active:
+            return
+        path = self.run_dir / PROMPTS_FILE
+        blocks = [f"# The prompt the model sees for the first {len(rendered)} training problems ({how}); the "
+                  "completion follows the last character of each.\n"]
+        blocks += [f"# ---- problem {uid}: {tokens} tokens ----\n{text}\n# ---- end of problem {uid}'s prompt ----\n"
+                   for uid, text, tokens in rendered]
+        path.write_text("\n".join(blocks))
+        counts = sorted(tokens for _, _, tokens in rendered)
+        span = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+        self.console.print(f"prompts: the first {len(rendered)} as the model sees them ({span} tokens) in {path}")
+
     def print(self, text: str) -> None:
         if self.active:
             self.console.print(text)
 
     def eval_summary(self, row: dict[str, Any]) -> str:
-        """An eval row in a few words: its accuracy, or with data.kind none the reward functions' means."""
-        if self.has_accuracy:
+        """An eval row in a few words: its accuracy, or with data.kind none (no accuracy) the reward functions'
+        means."""
+        if "eval/accuracy" in row:
             return f"accuracy {row['eval/accuracy']:.3f}"
         return ", ".join(f"{key[len('eval/'):]} {value:.3f}" for key, value in sorted(row.items())
                          if key.startswith("eval/fn/") and key.count("/") == 2 and value is not None) or "no scores"
@@ -206,7 +221,8 @@ class MetricsLogger:
         metrics file (so a resumed run reports its whole history)."""
         if not self.active:
             return
-        evals = {row["step"]: row for row in read_jsonl(self.run_dir / METRICS_FILE) if "eval/accuracy" in row}
+        evals = {row["step"]: row for row in read_jsonl(self.run_dir / METRICS_FILE)
+                 if any(key.startswith("eval/") for key in row)}
         if not evals:
             return
         last = evals[max(evals)]
@@ -214,7 +230,7 @@ class MetricsLogger:
         if before is None:
             self.console.print(f"eval after training: {self.eval_summary(last)} on {num_problems}")
             return
-        if self.has_accuracy:
+        if "eval/accuracy" in before and "eval/accuracy" in last:
             gap = 100 * (last["eval/accuracy"] - before["eval/accuracy"])
             self.console.print(f"eval: accuracy {before['eval/accuracy']:.3f} before training, "
                                f"{last['eval/accuracy']:.3f} after step {max(evals)} ({gap:+.1f} points) "
@@ -225,6 +241,44 @@ class MetricsLogger:
         for key in sorted(k for k in last if k.count("/") == 2 and before.get(k) is not None and last[k] is not None):
             self.console.print(f"  {key[len('eval/'):]:28s} {before[key]:.3f} -> {last[key]:.3f}")
 
+    def failure_report(self, limit: float) -> None:
+        """One line per reward function that failed in the run (`failure_lines`), from the metrics file."""
+        if self.active:
+            for line in failure_lines(read_jsonl(self.run_dir / METRICS_FILE), limit):
+                self.console.print(line)
+
     def close(self) -> None:
         if self.wandb_run is not None:
             self.wandb_run.finish()
+
+
+def failure_lines(rows: list[dict[str, Any]], limit: float) -> list[str]:
+    """For each reward function with failed calls in `rows` (metrics.jsonl): the fraction of its calls that failed
+    in training (errors and timeouts; the mean over the steps' fractions, and the worst step's), under the limit
+    `limit` (reward.max_failure_fraction) above which a step stops the run, and in eval."""
+    def failed(row: dict[str, Any], prefix: str) -> float:
+        return (row.get(f"{prefix}/error") or 0.0) + (row.get(f"{prefix}/timeout") or 0.0)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    names = {key.removeprefix(ns).removesuffix("/error"): None for row in rows for key in row
+             for ns in ("reward/fn/", "eval/fn/") if key.startswith(ns) and key.endswith("/error")}
+    lines = []
+    for name in names:
+        train = [row for row in rows if row.get(f"reward/fn/{name}/error") is not None]
+        evals = [failed(row, f"eval/fn/{name}") for row in rows if row.get(f"eval/fn/{name}/error") is not None]
+        train_failed = [failed(row, f"reward/fn/{name}") for row in train]
+        if not any(train_failed) and not any(evals):
+            continue
+        parts = []
+        if train:
+            errors = mean([row[f"reward/fn/{name}/error"] for row in train])
+            timeouts = mean([row.get(f"reward/fn/{name}/timeout") or 0.0 for row in train])
+            parts.append(f"failed on {mean(train_failed):.1%} of its calls in training (errors {errors:.1%}, timeouts "
+                         f"{timeouts:.1%}; worst step {max(train_failed):.1%}, the run stops above "
+                         f"reward.max_failure_fraction {limit:g})")
+        if evals:
+            parts.append(f"{'failed on ' if not train else ''}{mean(evals):.1%} of its calls in eval")
+        lines.append(f"reward function {name}: {' and '.join(parts)}")
+    return lines

@@ -304,6 +304,6 @@ def _check_hub_reachable(repo_id: str) -> None:
     except (LocalEntryNotFoundError, OSError) as err:
         raise ModelNotFoundError(
             f"model {repo_id!r}: not in the local HF cache and the hub cannot be reached ({type(err).__name__}). "
-            f"On a machine with network, run `huggingface-cli download {repo_id}`, or point "
-            "model.name_or_path at a local folder"
+            f"On a machine with network, run `hf download {repo_id}`, share the cache (HF_HOME) and set "
+            f"HF_HUB_OFFLINE=1; or `hf download {repo_id} --local-dir DIR` and point model.name_or_path at DIR"
         ) from None

@@ -40,11 +40,20 @@ from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards import reward_functions
 from grpo_train.rollout import EngineGroup, SamplingSpec, hf_weights, make_engine, rollout_seed
 from grpo_train.ustat_monitor import UstatMonitor, group_sketches
-from grpo_train.verifier_pool import VerifierPool, function_errors, function_sums, function_values
+from grpo_train.verifier_pool import VerifierPool, function_errors, function_failures, function_sums, function_values
+
+PROMPTS_SHOWN = 3  # prompts.txt: the first problems' prompts, as the model sees them
 
 
 class RunDirError(RuntimeError):
     """The run folder cannot be used (not writable, or holds a run that would be lost)."""
+
+
+class RewardFunctionError(ConfigError):
+    """A reward function failed on more than reward.max_failure_fraction of its calls in a step (a ConfigError: the
+    cli prints it as one line, like the other mistakes in what the config names)."""
+
+    kind = "reward function error"  # the cli's prefix of the line
 
 
 def run_contents(run_dir: Path) -> list[str]:
@@ -145,22 +154,24 @@ def trainer_state(step: int, sampler: PromptSampler, learner: Learner, cfg: Conf
 
 def evaluate(engine, tokenizer, renderer, pool, problems, cfg: Config,
              group: EngineGroup) -> tuple[dict[str, float], dict[str, str]]:
-    """Greedy accuracy on the held-out problems: each engine decodes its part, each rank scores its own share;
-    the reward functions' means; and each function's first failure on this rank's share."""
+    """Greedy accuracy on the held-out problems (none with data.kind none: no verifier scores them): each engine
+    decodes its part, each rank scores its own share; the reward functions' means; and each function's first
+    failure on this rank's share."""
     items = group.share(run_eval(engine, tokenizer, renderer, pool, group.prompts(problems), RewardConfig(),
                                  cfg.rollout.max_tokens))
     sums = {
         **function_sums([i.functions for i in items], pool.functions, "eval/fn/"),
-        "eval/accuracy": (sum(i.greedy_correct for i in items), len(items)),
         "eval/truncated": (sum(i.truncated for i in items), len(items)),
         "eval/completion_len": (sum(i.completion_tokens for i in items), len(items)),
-        "eval/no_answer": (sum(i.greedy_status == "no_answer" for i in items), len(items)),
     }
-    # Breakdowns (synthetic category, MATH level): the keys come from the whole set so every rank has them all.
-    for key in ("category", "level"):
-        for value in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
-            mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == value]
-            sums[f"eval/{key}/{value}"] = (sum(mine), len(mine))
+    if cfg.data.kind != "none":  # the verifier's judgement; with kind none only the reward functions score
+        sums["eval/accuracy"] = (sum(i.greedy_correct for i in items), len(items))
+        sums["eval/no_answer"] = (sum(i.greedy_status == "no_answer" for i in items), len(items))
+        # Breakdowns (synthetic category, MATH level): the keys come from the whole set so every rank has them all.
+        for key in ("category", "level"):
+            for value in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
+                mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == value]
+                sums[f"eval/{key}/{value}"] = (sum(mine), len(mine))
     return global_means(sums), function_errors([i.functions for i in items], pool.functions)
 
 
@@ -173,6 +184,21 @@ def report_first_failures(logger: MetricsLogger, failures: dict[str, str], repor
             status = failure.partition(":")[0]  # error or timeout
             logger.print(f"warning: reward function {name}: {failure} (scored 0; counted in {prefix}{name}/{status}; "
                          f"the first failure of each function is printed)")
+
+
+def check_failures(fractions: dict[str, float], failures: dict[str, str], limit: float, step: int) -> None:
+    """RewardFunctionError when a reward function failed on more than `limit` of its calls in the step:
+    `fractions` {name: failed fraction, over all ranks}, `failures` {name: this rank's first failure}."""
+    over = {name: fraction for name, fraction in fractions.items() if fraction > limit}
+    if not over:
+        return
+    name, *others = over
+    also = f"; also over it: {', '.join(f'{n} ({over[n]:.1%})' for n in others)}" if others else ""
+    first = failures.get(name, "none on this rank (see the other ranks' lines)")
+    raise RewardFunctionError(
+        f"reward function {name} failed on {over[name]:.1%} of its calls at step {step}, over "
+        f"reward.max_failure_fraction {limit:g}{also}; its first failure: {first}. Fix the function, or raise "
+        "reward.max_failure_fraction (1 = never stop)")
 
 
 def train(cfg: Config) -> Path:
@@ -201,6 +227,9 @@ def train(cfg: Config) -> Path:
     renderer = PromptRenderer(tokenizer, cfg.data)
     sampler = PromptSampler(train_problems, seed=cfg.run.seed)
     max_prompt_tokens = cfg.model.max_model_len - cfg.rollout.max_tokens
+    # The first prompts as the model sees them, rendered now (a template error stops the run before the models
+    # load) and written to prompts.txt once start-up has passed.
+    first_prompts = [(p.uid, renderer.text(p), len(renderer.token_ids(p))) for p in train_problems[:PROMPTS_SHOWN]]
 
     # ------------------------------------------------------------------------------------------------
     # Learner (DeepSpeed), rollout engine (vLLM, colocated), verifier pool
@@ -213,6 +242,8 @@ def train(cfg: Config) -> Path:
     save_hf = checkpoint.hf_folder_writer(learner.base_config, model_path)
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
+    logger.prompts(first_prompts, f"data.template {cfg.data.template}" + (
+        f", data.template_file {cfg.data.template_file}" if cfg.data.template_file else ""))
     # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
     monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
     peaks = PhasePeaks()  # GPU: the allocator's peak in each phase (memory/ metrics, checked against memory.py)
@@ -291,6 +322,9 @@ def train(cfg: Config) -> Path:
         texts, scores = verify(verifier, tokenizer, rollouts, problems, cfg.reward)
         rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)  # [n_prompts * G]
         failures = function_errors([s.functions for s in scores], verifier.functions)
+        if verifier.functions and cfg.reward.max_failure_fraction < 1.0:  # stop before training on broken rewards
+            check_failures(global_means(function_failures([s.functions for s in scores], verifier.functions)),
+                           failures, cfg.reward.max_failure_fraction, step)
         report_first_failures(logger, failures, reported_failures, "reward/fn/")
         t_reward = time.perf_counter() - t0
 
@@ -369,15 +403,17 @@ def train(cfg: Config) -> Path:
         lengths = [len(r.completion_token_ids) for r in rollouts]
         n_tokens = sum(lengths)
         step_s = time.perf_counter() - t_step
+        # The verifier's accuracy and statuses as fractions of the completions, like eval/no_answer (docs/metrics.md);
+        # with data.kind none no verifier scores, and they are not logged.
+        verified = {} if cfg.data.kind == "none" else {
+            "reward/accuracy": (sum(s.correct for s in scores), len(scores)),
+            **{f"reward/{status}": (sum(s.status == status for s in scores), len(scores))
+               for status in ("no_answer", "timeout", "error")}}
         metrics = global_means({
             "reward/mean": (float(rewards.sum()), len(scores)),
             "reward/sq": (float((rewards**2).sum()), len(scores)),
-            "reward/accuracy": (sum(s.correct for s in scores), len(scores)),
+            **verified,
             **function_sums([s.functions for s in scores], verifier.functions, "reward/fn/"),
-            # The verifier's statuses as fractions of the completions, like eval/no_answer (docs/metrics.md).
-            "reward/no_answer": (sum(s.status == "no_answer" for s in scores), len(scores)),
-            "reward/timeout": (sum(s.status == "timeout" for s in scores), len(scores)),
-            "reward/error": (sum(s.status == "error" for s in scores), len(scores)),
             "reward/zero_variance": (zero_var, 1),  # fraction of the groups; every rank holds as many groups
             "train/completion_len_mean": (n_tokens, len(rollouts)),
             "train/truncated": (sum(r.truncated for r in rollouts), len(rollouts)),
@@ -400,8 +436,10 @@ def train(cfg: Config) -> Path:
             metrics["train/dynamic_extra_rollouts"] *= world  # sums over ranks, not means
             metrics["train/dynamic_kept_groups"] *= world
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:
+            rendered = {i: renderer.text(problems[i]) for i in {r.prompt_index for r in rollouts}}  # as generated
             logger.samples(step, [{"uid": problems[r.prompt_index].uid, "prompt": problems[r.prompt_index].question,
-                                   "completion": text, "reward": s.reward, "gold": problems[r.prompt_index].gold,
+                                   "rendered_prompt": rendered[r.prompt_index], "completion": text,
+                                   "reward": s.reward, "gold": problems[r.prompt_index].gold,
                                    "answer": s.answer, "status": s.status,
                                    "functions": function_values(s.functions, verifier.functions),
                                    "meta": problems[r.prompt_index].meta}  # the row's other fields
@@ -424,6 +462,7 @@ def train(cfg: Config) -> Path:
 
     if eval_problems and cfg.run.steps > start_step:
         logger.eval_report(len(eval_problems))
+    logger.failure_report(cfg.reward.max_failure_fraction)
     verifier.close()
     engine.close()
     logger.close()

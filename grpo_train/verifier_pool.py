@@ -4,6 +4,7 @@
         scored = pool.score_batch(items, accuracy_weight=1.0)       # every step
     metrics = status_counts(scored)                                 # ok / no_answer / timeout / error
     sums = function_sums(scored, pool.functions, "reward/fn/")      # each reward function's mean and statuses
+    failed = function_failures(scored, pool.functions)              # (error or timeout, calls) per function
 
     scored = score_batch(items, timeout_s=5.0, num_workers=2)       # one-off: starts and stops workers
 
@@ -120,6 +121,13 @@ def function_sums(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequen
         for status in ("no_answer", "error", "timeout"):
             sums[f"{prefix}{fn.name}/{status}"] = (sum(f.status == status for f in column), len(column))
     return sums
+
+
+def function_failures(scores: Sequence[tuple[FunctionScore, ...]],
+                      functions: Sequence[RewardFunction]) -> dict[str, tuple[int, int]]:
+    """{name: (calls that failed, calls)} for global_means: a failure is status error or timeout."""
+    return {fn.name: (sum(item[j].status in ("error", "timeout") for item in scores), len(scores))
+            for j, fn in enumerate(functions)}
 
 
 def function_values(scores: tuple[FunctionScore, ...], functions: Sequence[RewardFunction]) -> dict[str, Any]:

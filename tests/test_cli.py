@@ -69,7 +69,7 @@ def test_grpo_eval_names_the_flag_and_the_path(tmp_path, capsys, monkeypatch):
     assert "--data: nope.jsonl: file not found" in capsys.readouterr().err
     assert eval_main(["--model", "runs/nope"]) == 2
     err = capsys.readouterr().err
-    assert "runs/nope: no such folder" in err and "huggingface-cli" not in err
+    assert "runs/nope: no such folder" in err and "hf download" not in err
 
 
 def test_grpo_eval_summary_is_valid_json_when_there_is_nothing_to_score(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """The config system: every shipped config validates; overrides convert types; bad input names its key."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 import yaml
 
 from grpo_train.config import (
+    ALIASES,
     PRESETS,
     Config,
     ConfigError,
@@ -185,6 +187,70 @@ def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):
         load_config(path, overrides)
     assert key in str(err.value)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, unknown, hint",
+    [
+        # A key of another section: the same name where it lives.
+        (["algorithm.lr=1e-5"], "algorithm.lr", "did you mean learner.lr?"),
+        (["learner.seed=1"], "learner.seed", "did you mean data.synthetic.seed or run.seed?"),
+        # TRL's names, in any section or none.
+        (["algorithm.beta=0.04"], "algorithm.beta",
+         "did you mean algorithm.kl_coef? (beta is TRL's name for algorithm.kl_coef)"),
+        (["algorithm.num_generations=8"], "algorithm.num_generations",
+         "did you mean algorithm.group_size? (num_generations is TRL's name for algorithm.group_size)"),
+        (["num_generations=8"], "num_generations", "did you mean algorithm.group_size?"),
+        (["learner.learning_rate=1e-6"], "learner.learning_rate", "did you mean learner.lr?"),
+        (["algorithm.num_generation=8"], "algorithm.num_generation", "did you mean algorithm.group_size"),  # typo
+        (["learner.per_device_train_batch_size=4"], "learner.per_device_train_batch_size",
+         "did you mean learner.micro_batch_size? (per_device_train_batch_size is TRL's name for "
+         "learner.micro_batch_size: sequences per forward/backward pass; a step's batch is"),
+        # verl's dotted paths arrive as an unknown section; the whole path is named, and its override.
+        (["actor_rollout_ref.rollout.n=8"], "actor_rollout_ref.rollout.n",
+         "did you mean algorithm.group_size? (actor_rollout_ref.rollout.n is verl's name for algorithm.group_size)"),
+        (["algorithm.kl_ctrl.kl_coef=0.001"], "algorithm.kl_ctrl.kl_coef",
+         "did you mean algorithm.kl_coef? (algorithm.kl_ctrl.kl_coef is verl's name for algorithm.kl_coef: verl's "
+         "KL penalty in the reward"),
+        (["rollout.n=8"], "rollout.n", "did you mean algorithm.group_size?"),  # the end of verl's path
+        (["data.max_response_length=512"], "data.max_response_length", "did you mean rollout.max_tokens?"),
+        # A typo, also under a list entry.
+        (["algorithm.group_sise=8"], "algorithm.group_sise", "did you mean algorithm.group_size or"),
+        (["reward.functions=[{function: grpo_train.rewards:boxed_format, wieght: 2}]"],
+         "reward.functions[0].wieght", "did you mean reward.functions[0].weight?"),
+        (["run.nonsense=1"], "run.nonsense", ""),  # nothing near: the known keys only
+    ],
+)
+def test_unknown_key_suggests_the_nearest_known_key(overrides, unknown, hint):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    message = str(err.value)
+    # Where it was set (the override), the key, the suggestion, then the keys known where it was looked up.
+    assert message.startswith(f"<defaults> (override {overrides[0]!r}): unknown key {unknown!r}"), message
+    assert (f"{unknown!r}: {hint}" if hint else f"{unknown!r} (known: ") in message, message
+
+
+def test_unknown_keys_in_a_file_name_the_file_and_every_suggestion(tmp_path):
+    path = write(tmp_path, "algorithm:\n  beta: 0.04\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: unknown key 'algorithm.beta': did you mean"):
+        load_config(path)
+    # Under an unknown section every leaf with a suggestion gets its own.
+    path.write_text("actor_rollout_ref:\n  rollout:\n    n: 8\n  actor:\n    optim:\n      lr: 1e-6\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(
+        f"{path}: unknown key 'actor_rollout_ref': actor_rollout_ref.rollout.n: did you mean algorithm.group_size? "
+        "(actor_rollout_ref.rollout.n is verl's name for algorithm.group_size); actor_rollout_ref.actor.optim.lr: "
+        "did you mean learner.lr?"), err.value
+
+
+def test_aliases_name_our_keys_and_not_our_own_names():
+    keys = field_docs()
+    assert all(alias.key in keys for alias in ALIASES), [a for a in ALIASES if a.key not in keys]
+    # An alias spelled as one of our keys would never be looked up; one listed twice says two things.
+    assert not [a.name for a in ALIASES if a.name in keys]
+    names = [(a.trainer, a.name) for a in ALIASES]
+    assert len(names) == len(set(names))
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

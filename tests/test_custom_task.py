@@ -38,6 +38,20 @@ def flaky(completion, problem, num_tokens, truncated):
 def sleepy(completion, problem, num_tokens, truncated):
     time.sleep(60)
     return 1.0
+
+def brevity(completion, problem, num_tokens, truncated):
+    return -len(completion) / 100
+
+served = 0
+
+def breaks_after_step_1(completion, problem, num_tokens, truncated):
+    """With reward.num_workers 1 and the config below: scores the eval before training (2 calls) and step 1
+    (2 prompts x 4 = 8 calls), then raises on every call."""
+    global served
+    served += 1
+    if served > 10:
+        raise ValueError(f"no score for call {served}")
+    return 0.0
 '''
 
 CONFIG = """
@@ -56,6 +70,7 @@ rollout:
   cpu_kvcache_gb: 0.25
 reward:
   timeout_s: 1.0
+  max_failure_fraction: 1.0     # never stop: sleepy times out on every call
   functions:
     - function: my_rewards.py:mentions_keyword
       weight: 2.0
@@ -125,6 +140,62 @@ def test_own_reward_functions_and_data_on_the_tiny_model(tmp_path):
     assert all(s["gold"] in ("2", "4", "6", "8", "10", "12") for s in samples)  # numbers as answers
     evals = [r for r in rows if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 2] and all("eval/fn/keyword" in r for r in evals)
+    # What the model saw: the template file's text inside the chat markup, in samples.jsonl and prompts.txt.
+    rendered = samples[0]["rendered_prompt"]
+    assert samples[0]["prompt"] in rendered and "Think first, then answer in \\boxed{}." in rendered
+    assert "<|im_start|>user" in rendered and rendered != samples[0]["prompt"]
+    prompts = (folder / "run" / "prompts.txt").read_text()
+    assert prompts.count("# ---- problem train:") == 3 and "How many legs do 1 ducks have?" in prompts
+    assert "prompts: the first 3 as the model sees them" in out.stderr
+    # The end of the run: each failing function's rate (below reward.max_failure_fraction, here 1: never stop).
+    summary = [line for line in out.stderr.splitlines() if line.startswith("reward function ")]
+    assert [line.split(":")[0] for line in summary] == ["reward function flaky", "reward function sleepy"], summary
+    assert "reward function sleepy: failed on 100.0% of its calls in training (errors 0.0%, timeouts 100.0%" in \
+        summary[1] and summary[1].endswith("and 100.0% of its calls in eval")
+
+
+def test_a_task_without_answers_logs_no_accuracy_and_a_broken_reward_function_stops_it(tmp_path):
+    """Issue 45: data.kind none with {question} rows that have no answer (no data.question_key); no accuracy logged;
+    a reward function that fails on every call of step 2 stops the run there with one line and exit 2."""
+    folder = user_folder(tmp_path)
+    rows = [{"question": f"Name a colour that starts with {c}."} for c in "BGRY"]
+    (folder / "tasks" / "open.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "config.yaml").write_text(CONFIG.replace("""  question_key: prompt
+  answer_key: solution
+  kind: gsm8k
+  template_file: prompt.jinja
+""", """  kind: none
+  system_prompt: Answer in one word.
+""").replace("tasks/train.jsonl", "tasks/open.jsonl").replace("tasks/test.jsonl", "tasks/open.jsonl").replace(
+        """  max_failure_fraction: 1.0     # never stop: sleepy times out on every call
+  functions:
+    - function: my_rewards.py:mentions_keyword
+      weight: 2.0
+      name: keyword
+    - function: my_rewards.py:flaky
+    - function: my_rewards.py:sleepy
+""", """  num_workers: 1                # breaks_after_step_1 counts its calls in its one worker
+  functions:
+    - function: my_rewards.py:brevity
+    - function: my_rewards.py:breaks_after_step_1
+""").replace("steps: 2", "steps: 3"))
+    out = grpo_train(folder)
+    assert out.returncode == 2, out.stderr[-5000:]
+    assert "Traceback" not in out.stderr, out.stderr[-5000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == ("grpo-train: reward function error: reward function breaks_after_step_1 failed on 100.0% of "
+                    "its calls at step 2, over reward.max_failure_fraction 0.5; its first failure: error: "
+                    "ValueError: no score for call 11. Fix the function, or raise reward.max_failure_fraction "
+                    "(1 = never stop)"), last
+    metrics = [json.loads(line) for line in (folder / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in metrics] == [0, 1]  # stopped before step 2's update
+    assert not [k for r in metrics for k in r if k.endswith(("/accuracy", "/no_answer")) and "/fn/" not in k]
+    assert not [k for r in metrics for k in r if k in ("reward/timeout", "reward/error")]  # no verifier ran
+    assert metrics[1]["reward/fn/brevity"] < 0 and metrics[1]["reward/fn/breaks_after_step_1/error"] == 0
+    assert "eval/fn/brevity" in metrics[0] and "eval before training: fn/breaks_after_step_1 0.000" in out.stderr
+    samples = [json.loads(line) for line in (folder / "run" / "samples.jsonl").read_text().splitlines()]
+    assert samples[0]["gold"] == "" and "Answer in one word." in samples[0]["rendered_prompt"]
+    assert samples[0]["prompt"] in samples[0]["rendered_prompt"]
 
 
 def test_a_typo_in_a_function_name_stops_before_any_model_loads(tmp_path):

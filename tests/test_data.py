@@ -1,7 +1,10 @@
 """Data: the synthetic arithmetic set, GSM8K / MATH files, malformed rows, prompt templates, prompt order."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -250,6 +253,89 @@ def test_hub_source_offline_suggests_a_local_file(monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------------------
+# Hub datasets without a hub (issue 45): the error within seconds, not after datasets' ~26 s of retries; and what
+# `hf download NAME --repo-type dataset` put in the hub cache loads offline (datasets itself does not look there)
+
+_LOAD_OFFLINE = """
+import sys, time
+from grpo_train.config import DataConfig
+from grpo_train.data import DataError, load_problems
+for split in sys.argv[2:]:
+    start = time.monotonic()
+    try:
+        problems = load_problems(DataConfig(source=sys.argv[1]), split)
+        print(f"{split}: {len(problems)} problems, first gold {problems[0].gold}")
+    except DataError as err:
+        print(f"DataError after {time.monotonic() - start:.1f} s: {err}")
+"""
+
+
+def _load_offline(tmp_path: Path, source: str, splits: list[str], **env: str) -> str:
+    """load_problems in a subprocess (huggingface_hub and datasets read HF_HUB_OFFLINE, HF_ENDPOINT and HF_HOME
+    once, at import), with an HF cache of its own under tmp_path."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_OFFLINE"))}
+    result = subprocess.run([sys.executable, "-c", _LOAD_OFFLINE, source, *splits], capture_output=True, text=True,
+                            env={**clean, "HF_HOME": str(tmp_path / "hf"), **env}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize(("env", "reason"), [
+    ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE is set"),
+    # Nothing listens on port 9 (discard): refused at once, as an unreachable hub's DNS failure is. Today's datasets
+    # retried this 5 times with backoff, 26 s (1.7 s with HF_HUB_OFFLINE=1).
+    ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "the hub (http://127.0.0.1:9) did not answer within 5 s"),
+])
+def test_hub_dataset_offline_fails_within_seconds(tmp_path, env, reason):
+    out = _load_offline(tmp_path, "math", ["train"], **env)
+    match = re.match(r"DataError after ([\d.]+) s: (.*)", out)
+    assert match, out
+    assert float(match.group(1)) < 10.0, out
+    assert match.group(2).startswith(f"data.source: cannot load DigitalLearningGmbH/MATH-lighteval (default), split "
+                                     f"'train': {reason}, and neither the datasets cache nor the hub cache holds it")
+    assert "`hf download DigitalLearningGmbH/MATH-lighteval --repo-type dataset`" in out
+    assert "use local files: data.source=train.jsonl" in out
+
+
+def write_gsm8k_repository(folder: Path) -> Path:
+    """openai/gsm8k's layout (its dataset card names the files of config `main`), 3 train and 2 test rows."""
+    import pyarrow
+    import pyarrow.parquet
+
+    (folder / "main").mkdir(parents=True)
+    (folder / "README.md").write_text("---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n"
+                                      "    path: main/train-*\n  - split: test\n    path: main/test-*\n---\n")
+    for split, rows in (("train", 3), ("test", 2)):
+        table = pyarrow.table({"question": [f"What is {i} + 1?" for i in range(rows)],
+                               "answer": [f"{i} + 1 = {i + 1}\n#### {i + 1}" for i in range(rows)]})
+        pyarrow.parquet.write_table(table, folder / "main" / f"{split}-00000-of-00001.parquet")
+    return folder
+
+
+def test_hub_dataset_loads_offline_from_what_hf_download_fetched(tmp_path):
+    # `hf download openai/gsm8k --repo-type dataset` in the hub cache: a snapshot named by refs/main.
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf" / "hub" / "datasets--openai--gsm8k"
+    write_gsm8k_repository(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    assert _load_offline(tmp_path, "gsm8k", ["train", "test"], HF_HUB_OFFLINE="1").splitlines() == [
+        "train: 3 problems, first gold 1", "test: 2 problems, first gold 1"]
+    # The same without HF_HUB_OFFLINE, the hub not answering: found offline too.
+    out = _load_offline(tmp_path, "gsm8k", ["train"], HF_ENDPOINT="http://127.0.0.1:9")
+    assert out.splitlines() == ["train: 3 problems, first gold 1"], out
+
+
+def test_dataset_folder_from_hf_download_local_dir(tmp_path):
+    # `hf download openai/gsm8k --repo-type dataset --local-dir data/gsm8k`, then data.source=data/gsm8k
+    # data.subset=main (docs/gpu-and-clusters.md): its train split, and its test split for the held-out set.
+    folder = write_gsm8k_repository(tmp_path / "gsm8k")
+    cfg = DataConfig(source=str(folder), subset="main")
+    assert [p.gold for p in load_problems(cfg, "train")] == ["1", "2", "3"]
+    assert [p.gold for p in load_problems(cfg, "test")] == ["1", "2"]
+
+
+# ----------------------------------------------------------------------------------------------------
 # Prompt templates, with the embedded tiny model's tokenizer (SmolLM2's chat template)
 
 
@@ -392,6 +478,20 @@ def test_kind_none_needs_no_answer(tmp_path):
     path = write_jsonl(tmp_path / "task.jsonl", [json.dumps({"prompt": "Say hi.", "tone": "warm"})])
     [problem] = load_problems(keyed(source=str(path), kind="none", answer_key=""), "train")
     assert (problem.gold, problem.dataset, problem.meta) == ("", "none", {"tone": "warm"})
+
+
+def test_kind_none_reads_layout_rows_without_an_answer(tmp_path):
+    """Issue 45: with kind none a {question} row (no data.question_key) is not refused for a missing answer, nor a
+    {problem} row for a missing answer / boxed solution, nor a GSM8K answer without '####'; a math kind still is."""
+    rows = [{"question": "Write a haiku."}, {"problem": "Prove it."}, {"problem": "Sketch.", "solution": "no box"},
+            {"question": "Greet.", "answer": "Hello there"}, {"question": "Sum?", "answer": "3 #### 3"}]
+    path = write_jsonl(tmp_path / "task.jsonl", [json.dumps(row) for row in rows])
+    problems = load_problems(DataConfig(source=str(path), kind="none"), "train")
+    assert [(p.question, p.gold, p.dataset) for p in problems] == [
+        ("Write a haiku.", "", "none"), ("Prove it.", "", "none"), ("Sketch.", "", "none"),
+        ("Greet.", "Hello there", "none"), ("Sum?", "3", "none")]
+    with pytest.raises(DataError, match=r"line 1: GSM8K row has 'question' but no 'answer' \(data.kind none needs"):
+        load_problems(DataConfig(source=str(path)), "train")
 
 
 @pytest.mark.parametrize("row, message", [

@@ -26,8 +26,10 @@ separate commands; `.venv/bin/` prefixes are dropped):
   `-m grpo_train` the config check, with a script the file exists;
 - `docker run ... grpo_train:TAG [args]`: the args get the config check (or, with `--entrypoint
   scripts/train.sh`, the train.sh check); the image tags are those `make docker` / `make docker-cpu` build;
+- `hf download REPO [flags]`: parsed by the pinned huggingface_hub's own CLI parser (a click command, as
+  `hf download --help` shows it); nothing downloads;
 - skipped: other `docker` commands, `sbatch`, `pip` / `.venv/bin/pip`, `python3.11 -m venv`, `cd`, `mkdir`,
-  `export`, `huggingface-cli` (they need a cluster, a registry or a network, or change only the shell).
+  `export` (they need a cluster, a registry or a network, or change only the shell).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SKIPPED = {"docker", "sbatch", "pip", "pip3", "cd", "mkdir", "export", "huggingface-cli", "python3.11"}
+SKIPPED = {"docker", "sbatch", "pip", "pip3", "cd", "mkdir", "export", "python3.11"}
 SEPARATORS = {"&&", "||", ";", "|"}
 REGENERATE = ".venv/bin/python scripts/config_docs.py"
 
@@ -65,13 +67,14 @@ def test_configuration_page_is_generated_from_the_dataclasses():
         f"docs/configuration.md is stale: regenerate it with `{REGENERATE}` and commit it")
 
 
-def test_configuration_page_lists_every_key_and_preset():
-    from grpo_train.config import PRESETS, field_docs
+def test_configuration_page_lists_every_key_preset_and_alias():
+    from grpo_train.config import ALIASES, PRESETS, field_docs
 
     page = (REPO / "docs" / "configuration.md").read_text()
     missing = [key for key in field_docs() if f"`{key}`" not in page]
     assert not missing, missing
     assert all(f"`{name}`" in page for name in PRESETS)
+    assert all(f"| {a.trainer} | `{a.name}` | `{a.key}` |" in page for a in ALIASES)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -279,6 +282,18 @@ def check_docker(args: list[str], capsys) -> None:
     return None
 
 
+def hf_download(args: list[str]) -> dict:
+    """`hf download ARGS` parsed by huggingface_hub's own CLI (the click app behind `hf`): its parameters, or
+    click's UsageError for a flag, choice or argument the pinned version does not take. Nothing runs."""
+    import click
+    from huggingface_hub.cli.hf import app
+
+    assert args[:1] == ["download"], f"hf {args[:1]}: only `hf download` is checked"
+    context = click.Context(app, info_name="hf")
+    name, command, rest = app.resolve_command(context, args)
+    return command.make_context(name, rest, parent=context).params
+
+
 def check(words: list[str], capsys, monkeypatch) -> None:
     monkeypatch.chdir(REPO)  # the docs' paths are relative to the repository
     program, args = words[0], words[1:]
@@ -306,6 +321,8 @@ def check(words: list[str], capsys, monkeypatch) -> None:
         check_launcher(program, args, capsys)
     elif program == "docker":
         check_docker(args, capsys)
+    elif program == "hf":
+        hf_download(args)
     elif program.removeprefix(".venv/bin/") not in SKIPPED:
         pytest.fail(f"no check for `{shlex.join(words)}`: teach tests/test_docs.py its cheap form, or put it in "
                     "a ```console block")
@@ -329,6 +346,34 @@ def test_the_docs_hold_commands_of_every_kind():
     # silently check nothing.
     programs = {words[0] for _, words in COMMANDS}
     assert {"grpo-train", "grpo-eval", "python", "make", "scripts/train.sh", "docker"} <= programs, programs
+
+
+def test_hf_download_is_checked_by_the_cli_parser():
+    import click
+
+    assert hf_download(["download", "openai/gsm8k", "--repo-type", "dataset"])["repo_type"] == "dataset"
+    for wrong in (["download", "org/name", "--no-such-flag"], ["download", "org/name", "--repo-type", "corpus"]):
+        with pytest.raises(click.UsageError, match="No such option|is not one of"):
+            hf_download(wrong)
+
+
+def test_the_cluster_page_downloads_every_hub_repository_the_configs_load():
+    """docs/gpu-and-clusters.md has an `hf download` for each model a config names by hub id and each dataset
+    behind data.source gsm8k / math, with the right repository type."""
+    import yaml
+
+    from grpo_train.data import HUB_DATASETS
+
+    models = {(yaml.safe_load(path.read_text()).get("model") or {}).get("name_or_path", "")
+              for path in (REPO / "configs").glob("*.yaml")}
+    wanted = {(m, "model") for m in models if "/" in m and not (REPO / m).exists()}
+    wanted |= {(hub_id, "dataset") for hub_id, _, _ in HUB_DATASETS.values()}
+    documented = set()
+    for where, words in COMMANDS:
+        if where.startswith("docs/gpu-and-clusters.md") and words[:2] == ["hf", "download"]:
+            params = hf_download(words[1:])
+            documented.add((params["repo_id"], params["repo_type"] or "model"))
+    assert wanted <= documented, sorted(wanted - documented)
 
 
 def test_split_commands_and_normalise():

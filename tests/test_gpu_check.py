@@ -137,3 +137,19 @@ def test_gpu_check_on_cuda(tmp_path):
     """On a CUDA machine: the check's core items pass (the full check is `grpo-gpu-check`)."""
     proc = _run_check(tmp_path / "check", "--items", "fused_adam,matmul,zero2,resume")
     assert proc.returncode == 0, proc.stdout[-5000:]
+
+
+def test_paths_that_need_neither_import_neither():
+    """vLLM and DeepSpeed are imported only where used (an image without vLLM runs the hf engine; --print-config,
+    the verifier, grpo-eval's modules and the check's parent process need neither)."""
+    code = ("import io, contextlib, sys\n"
+            "import grpo_train.evaluation, grpo_train.rollout, grpo_train.gpu_check, grpo_train.verifier\n"
+            "from grpo_train import cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    cli.train_main(['--config', 'configs/tiny-cpu.yaml', '--print-config'])\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
+            "('vllm', 'deepspeed', 'datasets', 'wandb')}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -113,7 +113,8 @@ def documented_metric_patterns() -> list[re.Pattern]:
     """docs/metrics.md's tables name keys in backticks in their first column: `<placeholder>` parts, `/x` siblings
     (replacing the previous key's last part) and `_low`-style suffixes (added to each key of the cell)."""
     patterns = []
-    for row in METRICS_DOC.read_text().splitlines():
+    page = METRICS_DOC.read_text()
+    for row in page[:page.index("## `samples.jsonl`")].splitlines():  # the metrics' tables, not samples.jsonl's
         if not row.startswith("| `"):
             continue
         names: list[str] = []
@@ -142,12 +143,98 @@ def test_the_metrics_page_matches_names_and_placeholders():
 
 
 def test_a_task_scored_only_by_reward_functions_shows_no_accuracy(tmp_path, capfd):
-    """data.kind none: the verifier scores nothing, so accuracy (always 0) is left off; the functions' means show."""
+    """data.kind none: the verifier scores nothing, so the trainer logs no accuracy; the eval lines show the
+    functions' means."""
     logger = MetricsLogger(load_config(None, [f"run.output_dir={tmp_path}", "data.kind=none"]), tmp_path, rank=0)
-    before = {"eval/accuracy": 0.0, "eval/fn/countdown": 0.208, "eval/fn/countdown/error": 0.0}
+    before = {"eval/completion_len": 12.0, "eval/fn/countdown": 0.208, "eval/fn/countdown/error": 0.0}
     logger.log(0, before)
-    logger.log(2, {"reward/mean": 0.4, "reward/accuracy": 0.0, "eval/accuracy": 0.0, "eval/fn/countdown": 0.522})
+    logger.log(2, {"reward/mean": 0.4, "eval/completion_len": 9.0, "eval/fn/countdown": 0.522})
     assert logger.eval_summary(before) == "fn/countdown 0.208"
     logger.eval_report(100)
     err = capfd.readouterr().err
     assert "acc" not in err.replace("eval:", "") and "fn/countdown" in err and "0.208 -> 0.522" in err, err
+
+
+# ----------------------------------------------------------------------------------------------------
+# curves.png: the panels follow what the run logged (issue 45)
+
+
+def custom_task_rows() -> list[dict]:
+    """metrics.jsonl of a short data.kind none run (no accuracy) with two reward functions, a reference model and
+    evals."""
+    rows = [{"step": 0, "eval/completion_len": 30.0, "eval/fn/countdown": 0.2, "eval/fn/countdown/error": 0.0,
+             "eval/fn/solved": 0.0}]
+    for s in range(1, 4):
+        rows.append({"step": s, "reward/mean": 0.1 * s, "reward/fn/countdown": 0.1 * s,
+                     "reward/fn/countdown/error": 0.0, "reward/fn/solved": 0.01 * s, "reward/fn/solved/timeout": 0.0,
+                     "train/completion_len_mean": 30.0,
+                     "train/kl": 0.001 * s, "train/entropy": 1.0 - 0.1 * s,
+                     "train/grad_norm": None if s == 2 else 0.5})  # null: a skipped step's NaN
+    rows[-1].update({"eval/completion_len": 20.0, "eval/fn/countdown": 0.5, "eval/fn/solved": 0.06})
+    return rows
+
+
+def test_curves_of_a_task_scored_only_by_reward_functions():
+    from grpo_train.plot import figure, panels
+
+    rows = custom_task_rows()
+    assert panels(rows) == [
+        ("reward (mean)", ["reward/mean"]),
+        ("reward functions (mean value, before weight)", ["reward/fn/countdown", "reward/fn/solved"]),
+        ("completion length (tokens)", ["train/completion_len_mean"]),
+        ("KL to the reference (per token)", ["train/kl"]),
+        ("entropy (per token)", ["train/entropy"]),
+        ("gradient norm (before clipping)", ["train/grad_norm"]),
+        ("held-out reward functions (greedy)", ["eval/fn/countdown", "eval/fn/solved"])]
+    fig = figure(rows)
+    drawn = [ax for ax in fig.axes if ax.get_title()]
+    assert len(drawn) == 7 and not any("accuracy" in ax.get_title() for ax in fig.axes)
+    assert len(fig.axes) == 8 and not fig.axes[7].axison  # 2 rows of 4: the last place left empty
+    for ax in drawn:  # steps are whole numbers on every axis (3 steps: matplotlib would tick at 0.5, 1.5, ...)
+        assert all(float(tick).is_integer() for tick in ax.get_xticks()), (ax.get_title(), ax.get_xticks())
+    functions = drawn[1]
+    assert sorted(t.get_text() for t in functions.get_legend().get_texts()) == ["countdown", "solved"]
+
+
+def test_curves_of_a_math_task_keep_accuracy_and_leave_out_what_was_not_logged():
+    from grpo_train.plot import panels
+
+    rows = [{"step": 0, "eval/accuracy": 0.2, "eval/category/division": 0.1}]
+    rows += [{"step": s, "reward/mean": 0.1 * s, "reward/accuracy": 0.1 * s, "train/completion_len_mean": 20 + s,
+              "train/entropy": 0.9, "train/grad_norm": 1.0} for s in range(1, 4)]
+    titles = [title for title, _ in panels(rows)]
+    # No reward function, no reference model (no train/kl): no panel for them.
+    assert titles == ["reward (mean)", "train accuracy", "completion length (tokens)", "entropy (per token)",
+                      "gradient norm (before clipping)", "held-out greedy accuracy"]
+    assert panels(rows)[-1][1] == ["eval/accuracy", "eval/category/division"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The end of a run: each reward function's failure rate (issue 45, item 4)
+
+
+def test_the_failure_summary_names_each_failing_function_with_its_rate():
+    from grpo_train.metrics import failure_lines
+
+    rows = [{"step": 0, "eval/fn/ok/error": 0.0, "eval/fn/flaky/error": 0.5, "eval/fn/flaky/timeout": 0.0}]
+    rows += [{"step": s, "reward/fn/ok/error": 0.0, "reward/fn/ok/timeout": 0.0, "reward/fn/flaky/error": e,
+              "reward/fn/flaky/timeout": t, "reward/fn/slow/error": 0.0, "reward/fn/slow/timeout": 0.125}
+             for s, (e, t) in enumerate([(0.25, 0.0), (0.375, 0.125), (0.25, 0.0)], start=1)]
+    # flaky: failed 0.25, 0.5, 0.25 of the steps' calls: mean 1/3, worst 0.5; errors (0.25 + 0.375 + 0.25) / 3.
+    assert failure_lines(rows, 0.5) == [
+        "reward function flaky: failed on 33.3% of its calls in training (errors 29.2%, timeouts 4.2%; worst step "
+        "50.0%, the run stops above reward.max_failure_fraction 0.5) and 50.0% of its calls in eval",
+        "reward function slow: failed on 12.5% of its calls in training (errors 0.0%, timeouts 12.5%; worst step "
+        "12.5%, the run stops above reward.max_failure_fraction 0.5)"]
+    assert failure_lines([{"step": 1, "reward/fn/ok/error": 0.0}], 0.5) == []  # nothing failed: nothing said
+
+
+def test_the_first_prompts_are_saved_as_the_model_sees_them(tmp_path, capfd):
+    logger = MetricsLogger(load_config(None, [f"run.output_dir={tmp_path}"]), tmp_path, rank=0)
+    logger.prompts([("t:1", "<|system|>Be brief.\n<|user|>2 + 2?\n<|assistant|>", 14), ("t:2", "3 + 3?", 9)],
+                   "data.template chat")
+    text = (tmp_path / "prompts.txt").read_text()
+    assert "<|system|>Be brief.\n<|user|>2 + 2?\n<|assistant|>\n# ---- end of problem t:1's prompt" in text
+    assert "# ---- problem t:2: 9 tokens ----\n3 + 3?\n" in text and "(data.template chat)" in text
+    assert f"prompts: the first 2 as the model sees them (9-14 tokens) in {tmp_path / 'prompts.txt'}" in \
+        capfd.readouterr().err

@@ -79,5 +79,5 @@ def test_local_folder_and_bad_names(tmp_path):
 def test_unreachable_hub_id_says_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(ModelNotFoundError, match="huggingface-cli download"):
+    with pytest.raises(ModelNotFoundError, match=r"run `hf download Qwen/Qwen2.5-0.5B-Instruct`, share the cache"):
         resolve_model("Qwen/Qwen2.5-0.5B-Instruct")

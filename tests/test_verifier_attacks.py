@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hang_guard import assert_linear
 from sympy import Basic
 from sympy import latex as sympy_latex
 from verifier_attacks_sixth_pass import CASES  # all six passes
@@ -60,106 +61,104 @@ def test_cost_inputs_are_refused_before_any_parse():
 
 def test_hedge_and_invisible_rules_stay_linear_on_a_megabyte():
     """Each input is 1 MB built to make the new regexes backtrack; a hang guard, not a speed target."""
-    n = 1_000_000
     inputs = [
-        ("\\boxed{5} or" + " " * n, True),
-        ("\\boxed{5} or" + ", :" * (n // 3), True),
-        ("\\phantom{" * (n // 9) + "\\boxed{5}", False),  # the phantom never closes: nothing after it prints
-        ("\\color{white}" * (n // 13) + "\\boxed{5}", False),
-        ("\\boxed{4}" + " Wait, if" * (n // 9) + "\\boxed{5}", False),
-        ("\\boxed{4}" + ". " * (n // 2) + "\\boxed{5}", False),
-        ("Final Answer: 5" + " or maybe" * (n // 9), True),  # no second value is offered
-        ("\\boxed{" * (n // 7) + "5" + "}" * (n // 7), False),
-        ("\\boxed{5}" + "\n" * n + "if 7", True),  # the condition after a box stays in its sentence
-        ("\\boxed{5}. If " + "1," * (n // 2) + "x", True),  # a conditional sentence ending on no value
-        ("\\boxed{5}. If " + "1,000" * (n // 5) + "x", True),
+        (lambda n: "\\boxed{5} or" + " " * n, True),
+        (lambda n: "\\boxed{5} or" + ", :" * (n // 3), True),
+        (lambda n: "\\phantom{" * (n // 9) + "\\boxed{5}", False),  # the phantom never closes: nothing after it prints
+        (lambda n: "\\color{white}" * (n // 13) + "\\boxed{5}", False),
+        (lambda n: "\\boxed{4}" + " Wait, if" * (n // 9) + "\\boxed{5}", False),
+        (lambda n: "\\boxed{4}" + ". " * (n // 2) + "\\boxed{5}", False),
+        (lambda n: "Final Answer: 5" + " or maybe" * (n // 9), True),  # no second value is offered
+        (lambda n: "\\boxed{" * (n // 7) + "5" + "}" * (n // 7), False),
+        (lambda n: "\\boxed{5}" + "\n" * n + "if 7", True),  # the condition after a box stays in its sentence
+        (lambda n: "\\boxed{5}. If " + "1," * (n // 2) + "x", True),  # a conditional sentence ending on no value
+        (lambda n: "\\boxed{5}. If " + "1,000" * (n // 5) + "x", True),
     ]
-    for response, expected in inputs:
-        started = time.perf_counter()
-        assert judge(response, "5", "math", "How many?").correct is expected
-        assert time.perf_counter() - started < 5.0
+    for build, expected in inputs:
+        assert assert_linear(lambda text: judge(text, "5", "math", "How many?").correct, build) is expected
 
 
 def test_fifth_pass_rules_stay_linear_on_a_megabyte():
     """Hang guards for the comment, footnote, bare-line, joined-value, scale, unit, digit and sign rules: 1 MB
     inputs built to make their regexes backtrack."""
-    n = 1_000_000
+    n = 1_000_000  # the problems built from n stay this long; the guard grows the responses
     hours = "How many hours does the trip take?"
     inputs = [
-        ("<!--" * (n // 4) + "\\boxed{5}", "math", None, False),  # the first comment never closes
-        ("\\iffalse" * (n // 8) + "\\boxed{5}", "math", None, False),
-        ("\\begin{comment}" * (n // 15) + "\\boxed{5}", "math", None, False),
-        ("\\boxed{5}" + "\\footnote{" * (n // 10), "math", None, True),
-        ("\\boxed{5}" + "\\footnote{x}" * (n // 12), "math", None, True),
-        ("\\boxed{5}\nNote:" + " " * n + "x", "math", None, True),
-        ("\\boxed{5}\n5" + " " * n + "x", "math", None, True),
-        ("\\boxed{5}\n" + "$ " * (n // 2) + "x", "math", None, True),
-        ("#### 5" + "\n" * n, "gsm8k", None, True),
-        ("\\boxed{5} and" + " " * n, "math", None, True),
-        ("\\boxed{5} (and" + " $" * (n // 2), "math", None, True),
-        ("#### 5" + " " * n + "minutes", "gsm8k", hours * (n // 40), True),  # the unit is past the answer's span
-        ("#### " + "5 " * (n // 2), "gsm8k", "in " * (n // 3), False),  # digits apart
-        ("#### " + "1 " * (n // 2) + "2", "gsm8k", None, False),
-        ("#### " + "–" * n + "5", "gsm8k", None, False),
-        ("#### 5" + "." * n, "gsm8k", None, False),
-        ("$\\boxed{5}" + " " * n + "x", "math", None, False),  # in math: a letter after the box multiplies it
-        ("$\\boxed{5}$" + "$" * n, "math", None, True),
-        ("$\\boxed{5}$" + " *_" * (n // 3) + "x", "math", None, True),
-        ("$\\boxed{5}$\n=" + " " * n + "x", "math", None, True),
-        ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
-        ("\\frac{" * (n // 6) + "\\boxed{5}", "math", None, False),
-        ("$\\boxed{5}$" + " \\text{" * (n // 7), "math", None, True),
-        ("$\\boxed{5}" + "\\," * (n // 2) + "x", "math", None, False),  # the same past thin spaces
-        ("$\\boxed{5}" + "{}" * (n // 2) + "x", "math", None, False),  # a letter glued on after empty groups
-        ("$\\boxed{5}" + ")" * n + "x", "math", None, False),  # and past closing brackets
-        ("$\\boxed{5}$\nNote" + " " * n + ":x", "math", None, True),
-        ("$\\boxed{5}$\n\\textbf{" + " " * n + "x", "math", None, True),
-        ("$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
-        ("$\\boxed{5}$\n7" + " " * n + "}x", "math", None, True),
-        ("x" * n + " $\\boxed{5}" + "\\," * 100 + "\\pi$", "math", None, False),  # in math: a term after the box
-        ("$" * n + "\\boxed{5}\\pi", "math", None, True),  # an even run of $ before it: not in inline math
-        ("$\\boxed{5}$" + " " * n + "+ 2", "math", None, False),
+        (lambda n: "<!--" * (n // 4) + "\\boxed{5}", "math", None, False),  # the first comment never closes
+        (lambda n: "\\iffalse" * (n // 8) + "\\boxed{5}", "math", None, False),
+        (lambda n: "\\begin{comment}" * (n // 15) + "\\boxed{5}", "math", None, False),
+        (lambda n: "\\boxed{5}" + "\\footnote{" * (n // 10), "math", None, True),
+        (lambda n: "\\boxed{5}" + "\\footnote{x}" * (n // 12), "math", None, True),
+        (lambda n: "\\boxed{5}\nNote:" + " " * n + "x", "math", None, True),
+        (lambda n: "\\boxed{5}\n5" + " " * n + "x", "math", None, True),
+        (lambda n: "\\boxed{5}\n" + "$ " * (n // 2) + "x", "math", None, True),
+        (lambda n: "#### 5" + "\n" * n, "gsm8k", None, True),
+        (lambda n: "\\boxed{5} and" + " " * n, "math", None, True),
+        (lambda n: "\\boxed{5} (and" + " $" * (n // 2), "math", None, True),
+        # the unit is past the answer's span
+        (lambda n: "#### 5" + " " * n + "minutes", "gsm8k", hours * (n // 40), True),
+        (lambda n: "#### " + "5 " * (n // 2), "gsm8k", "in " * (n // 3), False),  # digits apart
+        (lambda n: "#### " + "1 " * (n // 2) + "2", "gsm8k", None, False),
+        (lambda n: "#### " + "–" * n + "5", "gsm8k", None, False),
+        (lambda n: "#### 5" + "." * n, "gsm8k", None, False),
+        (lambda n: "$\\boxed{5}" + " " * n + "x", "math", None, False),  # in math: a letter after the box multiplies it
+        (lambda n: "$\\boxed{5}$" + "$" * n, "math", None, True),
+        (lambda n: "$\\boxed{5}$" + " *_" * (n // 3) + "x", "math", None, True),
+        (lambda n: "$\\boxed{5}$\n=" + " " * n + "x", "math", None, True),
+        (lambda n: "$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
+        (lambda n: "\\frac{" * (n // 6) + "\\boxed{5}", "math", None, False),
+        (lambda n: "$\\boxed{5}$" + " \\text{" * (n // 7), "math", None, True),
+        (lambda n: "$\\boxed{5}" + "\\," * (n // 2) + "x", "math", None, False),  # the same past thin spaces
+        (lambda n: "$\\boxed{5}" + "{}" * (n // 2) + "x", "math", None, False),  # a letter glued on after empty groups
+        (lambda n: "$\\boxed{5}" + ")" * n + "x", "math", None, False),  # and past closing brackets
+        (lambda n: "$\\boxed{5}$\nNote" + " " * n + ":x", "math", None, True),
+        (lambda n: "$\\boxed{5}$\n\\textbf{" + " " * n + "x", "math", None, True),
+        (lambda n: "$\\boxed{5}$\n$$" + " " * n + "x", "math", None, True),
+        (lambda n: "$\\boxed{5}$\n7" + " " * n + "}x", "math", None, True),
+        # in math: a term after the box
+        (lambda n: "x" * n + " $\\boxed{5}" + "\\," * 100 + "\\pi$", "math", None, False),
+        (lambda n: "$" * n + "\\boxed{5}\\pi", "math", None, True),  # an even run of $ before it: not in inline math
+        (lambda n: "$\\boxed{5}$" + " " * n + "+ 2", "math", None, False),
     ]
-    for response, dataset, problem, expected in inputs:
-        started = time.perf_counter()
-        assert judge(response, "5", dataset, problem).correct is expected, response[:40]
-        assert time.perf_counter() - started < 5.0, response[:40]
+    for build, dataset, problem, expected in inputs:
+        verdict = assert_linear(lambda text: judge(text, "5", dataset, problem).correct, build)  # noqa: B023
+        assert verdict is expected, build(0)[:40]
 
 
 def test_sixth_pass_rules_stay_linear_on_a_megabyte():
     """Hang guards for the sixth pass's regexes (qualifier words, later lines and sentences, words after a box,
     unrendered HTML and markdown comments, digits apart, rates, divisors in golds): 1 MB inputs built to make them
     backtrack."""
-    n = 1_000_000
     buys = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
     inputs = [
-        ("<script>" * (n // 8) + "\\boxed{5}", "math", None, False),  # the first script never closes
-        ("<?" * (n // 2) + "\\boxed{5}", "math", None, False),
-        ("[x]: # (" * (n // 8) + "\\boxed{5}", "math", None, True),  # an unclosed comment line is no comment
-        ("<s " * (n // 3) + "\\boxed{5}", "math", None, True),  # '<' that opens no element
-        ("\\boxed{5}\n" + "\\framebox{" * (n // 10), "math", None, True),
-        ("\\boxed{5}\n" + "<b>" * (n // 3) + "7", "math", None, True),  # a line past 120 characters is no value
-        ("\\boxed{5}\n" + "So " * (n // 3), "math", None, True),
-        ("\\boxed{5}" + " _" * (n // 2) + "or 7", "math", None, True),  # past the window read after the box
-        ("\\boxed{5}" + "（" * (n // 2), "math", None, True),
-        ("\\boxed{5}. " + "Some might say " * (n // 15), "math", None, True),
-        ("\\boxed{5}. " + "cannot be " * (n // 10) + "x", "math", None, True),
-        ("\\boxed{5}. Possible answers: " + "x, " * (n // 3), "math", None, True),
-        ("\\boxed{5}. If not," + " " * n + "x", "math", None, True),
-        ("at the very " * (n // 12) + "least $\\boxed{5}$", "math", "How many?", False),
-        ("\n" * n + "$\\boxed{5}$", "math", None, True),
-        ("#### 5" + " apples" * (n // 7), "gsm8k", buys, True),  # no rate word after them
-        ("$\\boxed{5" + " " * 3900 + "x}$", "math", buys, False),  # the rate regex on the longest box: was cubic
-        ("#### 5" + "\u2009" * n + "7", "gsm8k", None, True),  # the 7 is past the answer's span
-        ("#### 5" + "\\," * (n // 2), "gsm8k", None, False),
+        (lambda n: "<script>" * (n // 8) + "\\boxed{5}", "math", None, False),  # the first script never closes
+        (lambda n: "<?" * (n // 2) + "\\boxed{5}", "math", None, False),
+        (lambda n: "[x]: # (" * (n // 8) + "\\boxed{5}", "math", None, True),  # an unclosed comment line is no comment
+        (lambda n: "<s " * (n // 3) + "\\boxed{5}", "math", None, True),  # '<' that opens no element
+        (lambda n: "\\boxed{5}\n" + "\\framebox{" * (n // 10), "math", None, True),
+        # a line past 120 characters is no value
+        (lambda n: "\\boxed{5}\n" + "<b>" * (n // 3) + "7", "math", None, True),
+        (lambda n: "\\boxed{5}\n" + "So " * (n // 3), "math", None, True),
+        (lambda n: "\\boxed{5}" + " _" * (n // 2) + "or 7", "math", None, True),  # past the window read after the box
+        (lambda n: "\\boxed{5}" + "（" * (n // 2), "math", None, True),
+        (lambda n: "\\boxed{5}. " + "Some might say " * (n // 15), "math", None, True),
+        (lambda n: "\\boxed{5}. " + "cannot be " * (n // 10) + "x", "math", None, True),
+        (lambda n: "\\boxed{5}. Possible answers: " + "x, " * (n // 3), "math", None, True),
+        (lambda n: "\\boxed{5}. If not," + " " * n + "x", "math", None, True),
+        (lambda n: "at the very " * (n // 12) + "least $\\boxed{5}$", "math", "How many?", False),
+        (lambda n: "\n" * n + "$\\boxed{5}$", "math", None, True),
+        (lambda n: "#### 5" + " apples" * (n // 7), "gsm8k", buys, True),  # no rate word after them
+        # the rate regex on the longest box: was cubic
+        (lambda n: "$\\boxed{5" + " " * 3900 + "x}$", "math", buys, False),
+        (lambda n: "#### 5" + "\u2009" * n + "7", "gsm8k", None, True),  # the 7 is past the answer's span
+        (lambda n: "#### 5" + "\\," * (n // 2), "gsm8k", None, False),
     ]
-    for response, dataset, problem, expected in inputs:
-        started = time.perf_counter()
-        assert judge(response, "5", dataset, problem).correct is expected, response[:40]
-        assert time.perf_counter() - started < 5.0, response[:40]
-    started = time.perf_counter()  # a gold with a megabyte of divisors
-    assert judge("\\boxed{5}", "5" + "/(1+1)" * (n // 6), "math").status in ("ok", "error")
-    assert time.perf_counter() - started < 5.0
+    for build, dataset, problem, expected in inputs:
+        verdict = assert_linear(lambda text: judge(text, "5", dataset, problem).correct, build)  # noqa: B023
+        assert verdict is expected, build(0)[:40]
+    # a gold with a megabyte of divisors
+    status = assert_linear(lambda gold: judge("\\boxed{5}", gold, "math").status, lambda n: "5" + "/(1+1)" * (n // 6))
+    assert status in ("ok", "error")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -282,3 +281,17 @@ def test_final_answers_in_other_spellings_still_score():
                 missed.append((row["unique_id"], row["answer"], sympy_latex(parsed[0].doit())))
     assert reprinted > 80
     assert missed == []
+
+
+@pytest.mark.parametrize("power, flagged", [(1, False), (2, True)])
+def test_the_hang_guard_flags_quadratic_time_and_passes_linear_time(power, flagged):
+    """The guard itself, on a stand-in whose time is a known power of the input's length (2.2 s on the whole)."""
+    def run(text):
+        time.sleep(2.2 * (len(text) / 1_000_000) ** power)
+        return True
+
+    if flagged:
+        with pytest.raises(AssertionError, match="grows faster than linearly"):
+            assert_linear(run, lambda n: "x" * n)
+    else:
+        assert assert_linear(run, lambda n: "x" * n) is True

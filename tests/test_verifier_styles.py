@@ -4,9 +4,8 @@ each beside the attacks its rule must still refuse. Found by a false-negative hu
 generated model styles (2026-11-26): before these rules every response of the first eight groups scored 0.
 """
 
-import time
-
 import pytest
+from hang_guard import assert_linear
 
 from grpo_train.verifier import judge_with_timeout
 from grpo_train.verifier_hedge import stated_value
@@ -119,17 +118,17 @@ def test_stated_value_reads_true_chains_and_single_numbers():
 def test_style_rules_stay_linear_on_a_megabyte():
     """Hang guards for the heading, task-word, reasoning-block, price and chain rules: 1 MB inputs repeating what
     each rule reads per match."""
-    n = 1_000_000
     inputs = [
-        ("Answer:\nJanet sells some eggs today.\n" * (n // 36) + "#### 5", True),  # headings over working
-        ("Before giving the final answer, we check.\n" * (n // 42) + "The answer is 5.", True),
-        ("Calculate the final answer\n" * (n // 27) + "#### 5", True),
-        ("</think>" * (n // 8) + "The answer is 5", True),  # many closing tags: the whole response is read
-        ("$1 + $2 = $3 " * (n // 13) + "\n#### 5", True),  # prices everywhere in the working
-        ("The answer is 2 + 3 = 5.\n" * (n // 25), False),  # agreeing statements, but thousands of them are spam
-        ("\\boxed{5}\n\nIf so, it would be " + "1 + " * (n // 4) + "4 = 5.", False),  # a chain is read over 60 chars
+        (lambda n: "Answer:\nJanet sells some eggs today.\n" * (n // 36) + "#### 5", True),  # headings over working
+        (lambda n: "Before giving the final answer, we check.\n" * (n // 42) + "The answer is 5.", True),
+        (lambda n: "Calculate the final answer\n" * (n // 27) + "#### 5", True),
+        (lambda n: "</think>" * (n // 8) + "The answer is 5", True),  # many closing tags: the whole response is read
+        (lambda n: "$1 + $2 = $3 " * (n // 13) + "\n#### 5", True),  # prices everywhere in the working
+        # agreeing statements, but thousands of them are spam
+        (lambda n: "The answer is 2 + 3 = 5.\n" * (n // 25), False),
+        # a chain is read over 60 chars
+        (lambda n: "\\boxed{5}\n\nIf so, it would be " + "1 + " * (n // 4) + "4 = 5.", False),
     ]
-    for response, expected in inputs:
-        started = time.perf_counter()
-        assert judge_with_timeout(response, "5", "gsm8k", APPLES).correct is expected, response[:40]
-        assert time.perf_counter() - started < 5.0
+    for build, expected in inputs:
+        verdict = assert_linear(lambda text: judge_with_timeout(text, "5", "gsm8k", APPLES).correct, build)
+        assert verdict is expected, build(0)[:40]

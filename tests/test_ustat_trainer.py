@@ -44,22 +44,21 @@ def test_auto_and_dynamic_sampling_through_torchrun_two_ranks(tmp_path):
     assert [c["step"] for c in state["choices"]] == [3] and "G stays 8" in state["choices"][0]["reason"]
 
 
-SMOLLM2 = ["model.name_or_path=smollm2-135m-instruct", "model.max_model_len=1024", "data.template=fewshot",
-           "data.synthetic.max_operand=5", "rollout.max_tokens=40", "algorithm.kl_coef=0", "reward.format_weight=0.1",
-           "learner.lr=1e-5", "learner.micro_batch_size=8", "run.eval_size=0", "learner.zero_stage=0",
-           "algorithm.group_size=auto", "algorithm.rollouts_per_step=16", "algorithm.group_size_every=1",
-           "ustat.resamples=50", "run.checkpoint_every=2", "run.samples_every=0", "reward.functions=[]"]
+# The tiny model with tiny-cpu's length reward: every group mixes rewards, so the monitor has scores to estimate from.
+AUTO = ["algorithm.kl_coef=0", "run.eval_size=0", "algorithm.group_size=auto", "algorithm.rollouts_per_step=16",
+        "algorithm.group_size_every=1", "ustat.resamples=50", "run.checkpoint_every=2", "run.samples_every=0"]
 
 
 @pytest.mark.slow
 def test_resume_reproduces_the_group_size_trajectory(tmp_path):
-    """SmolLM2 (its few-shot answers mix right and wrong, and boxed and unboxed: groups carry signal), group_size
-    auto choosing among G = 4, 8 at every step. Four steps straight, and two steps then a resume for two more:
-    the resumed run has the same window, so the same G, estimates and choices."""
+    """group_size auto choosing among G = 4, 8 at every step, on groups that carry signal. Four steps straight, and
+    two steps then a resume for two more: the resumed run has the same window, so the same G, estimates and
+    choices. (The tiny model, not SmolLM2: the same check in ~1/5 of the time; the trajectory does not depend on
+    what the model knows.)"""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    run(["--config", str(TINY), f"run.output_dir={straight}", "run.steps=4", *SMOLLM2])
-    run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=2", *SMOLLM2])
-    out = run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=4", "run.resume=auto", *SMOLLM2])
+    run(["--config", str(TINY), f"run.output_dir={straight}", "run.steps=4", *AUTO])
+    run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=2", *AUTO])
+    out = run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=4", "run.resume=auto", *AUTO])
     assert "resumed from" in out.stderr
     want, got = train_rows(straight), train_rows(resumed)
     assert [r["step"] for r in got] == [1, 2, 3, 4]

@@ -136,7 +136,8 @@ def train_main(argv: list[str] | None = None) -> int:
     from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
     from grpo_train.prompts import PromptTooLongError
-    from grpo_train.trainer import RunDirError, train
+    from grpo_train.run_dir import RunDirError
+    from grpo_train.trainer import train
 
     try:
         run_dir = train(cfg)

@@ -140,7 +140,8 @@ def item_throughput(args) -> dict:
     from transformers import AutoModelForCausalLM
 
     from grpo_train.config import load_config
-    from grpo_train.learner import Learner, init_distributed, make_update_batch
+    from grpo_train.distributed import init_distributed
+    from grpo_train.learner import Learner, make_update_batch
 
     dry = args.dry_run
     cfg = load_config(args.config, ["algorithm.kl_coef=0", "learner.zero_stage=2"])

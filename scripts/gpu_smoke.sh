@@ -45,9 +45,10 @@ import sys
 import torch
 from transformers import AutoTokenizer
 from grpo_train.config import load_config
-from grpo_train.learner import Learner, init_distributed, make_update_batch
+from grpo_train.distributed import init_distributed
+from grpo_train.learner import Learner, make_update_batch
 from grpo_train.models import resolve_model
-from grpo_train.rollout import SamplingSpec, hf_weights, make_engine
+from grpo_train.rollout import SamplingSpec, make_engine
 
 cfg = load_config("configs/tiny-cpu.yaml", sys.argv[1:])
 init_distributed()
@@ -68,7 +69,7 @@ def mean_abs_diff(batch):  # learner vs the sampler's log-probs, over completion
 
 stale = engine.generate(prompts, spec)
 learner.update(batch_of(stale, torch.tensor([1.0, -1.0] * 4)))
-engine.load_weights(hf_weights(learner.module))
+engine.load_weights(learner.policy_weights())
 fresh = engine.generate(prompts, spec)
 after, before = mean_abs_diff(batch_of(fresh, torch.zeros(8))), mean_abs_diff(batch_of(stale, torch.zeros(8)))
 print(f"gpu_smoke: mean |learner - vLLM| logprob: after sync {after:.4f}, samples from before the update {before:.4f}")

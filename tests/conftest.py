@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from grpo_train.learner import init_distributed
+from grpo_train.distributed import init_distributed
 from grpo_train.models import resolve_model
 
 

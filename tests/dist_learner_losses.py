@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 from test_learner_losses import case_cfg, full_batch, recovered_gradient, trainable
 
-from grpo_train.learner import Learner, init_distributed
+from grpo_train.distributed import init_distributed
+from grpo_train.learner import Learner
 from grpo_train.models import resolve_model
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 from grpo_train.config import load_config
-from grpo_train.learner import Learner, init_distributed, make_update_batch
+from grpo_train.distributed import init_distributed
+from grpo_train.learner import Learner, make_update_batch
 from grpo_train.models import resolve_model
 
 

@@ -17,7 +17,8 @@ import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
 from grpo_train.models import resolve_model
-from grpo_train.rollout import EngineGroup, SamplingSpec, VLLMEngine, hf_weights, rollout_seed
+from grpo_train.rollout import EngineRanks, SamplingSpec, VLLMEngine, rollout_seed
+from grpo_train.weights import hf_weights
 
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880], [1, 504, 3458, 28, 33, 1392],
            [1, 2683, 6469, 198]]
@@ -43,7 +44,7 @@ def records(rollouts) -> list[dict]:
 def main(out: Path) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    group = EngineGroup.of(rank, world, size=2)
+    group = EngineRanks.of(rank, world, size=2)
     path = resolve_model("tiny-qwen2")
     engine = VLLMEngine(path, max_model_len=256, seed=group.index, cpu_kvcache_gb=0.1, tensor_parallel_size=2)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -76,7 +77,7 @@ def main(out: Path) -> None:
     engine.load_weights(hf_weights(model))
     after_sleep = engine.generate(PROMPTS, spec)
 
-    result = {"rank": rank, "group": [group.index, group.rank_in_group, group.size, group.count],
+    result = {"rank": rank, "group": [group.index, group.rank_in_engine, group.size, group.count],
               "generated": records(generated), "share": records(share), "gap_initial": gap_initial,
               "gap_synced": gap_synced, "gap_stale": gap_stale, "refused": refused,
               "synced": records(synced), "after_sleep": records(after_sleep),

@@ -22,10 +22,12 @@ from grpo_train import checkpoint
 from grpo_train.cli import train_main
 from grpo_train.config import load_config
 from grpo_train.data import PromptSampler, load_problems
-from grpo_train.learner import Learner, init_distributed, make_update_batch
+from grpo_train.distributed import init_distributed
+from grpo_train.learner import Learner, make_update_batch
 from grpo_train.models import resolve_model
-from grpo_train.rollout import SamplingSpec, hf_weights
-from grpo_train.trainer import trainer_state
+from grpo_train.rollout import SamplingSpec
+from grpo_train.step import trainer_state
+from grpo_train.weights import hf_weights
 
 CKPT = checkpoint.CHECKPOINTS
 
@@ -101,6 +103,7 @@ def test_rng_state_round_trips_through_json():
 
 
 def test_trainer_state_keeps_sampler_position_and_skip_counter(tmp_path, learner, tiny_path):
+    # Through the learner's own face (save_checkpoint / load_checkpoint), as the trainer calls it.
     cfg = make_cfg()
     sampler = PromptSampler(load_problems(cfg.data, "train"), seed=0)
     sampler.next_batch(3)
@@ -109,11 +112,13 @@ def test_trainer_state_keeps_sampler_position_and_skip_counter(tmp_path, learner
     skipped_before = learner.skipped_nonfinite
     assert learner.update(bad)["skipped_step"] == 1.0  # counted, not applied
     assert all(torch.isfinite(v).all() for v in weights(learner).values())  # no NaN reached the weights
-    ckpt = save(tmp_path, 5, learner, tiny_path, state=trainer_state(5, sampler, learner, cfg))
+    ckpt = learner.save_checkpoint(tmp_path, 5, trainer_state(5, sampler, cfg), keep_last=3)
+    assert (ckpt / "hf_model" / "model.safetensors").is_file()
 
     learner.skipped_nonfinite = 0
-    state = checkpoint.load_checkpoint(ckpt, learner.engine)
+    state = learner.load_checkpoint(ckpt)
     assert state["step"] == 5 and state["skipped_nonfinite"] == skipped_before + 1
+    assert learner.skipped_nonfinite == skipped_before + 1
     assert state["config"]["learner"]["lr"] == 1e-3  # the resolved config travels with the checkpoint
     resumed = PromptSampler(load_problems(cfg.data, "train"), seed=0)
     resumed.load_state_dict(state["sampler"])

@@ -139,7 +139,7 @@ def test_deepspeed_builds_fused_adamw_from_our_gpu_optimizer_block(monkeypatch):
     from deepspeed.runtime.config import ADAMW_OPTIMIZER, DEEPSPEED_OPTIMIZERS
     from deepspeed.runtime.engine import DeepSpeedEngine
 
-    monkeypatch.setattr(learner_module, "_on_gpu", lambda: True)  # the config a GPU run gives DeepSpeed
+    monkeypatch.setattr(learner_module, "on_gpu", lambda: True)  # the config a GPU run gives DeepSpeed
     block = learner_module.deepspeed_config(LearnerConfig(zero_stage=3, precision="bf16"), 8)["optimizer"]
     assert block["type"].lower() == ADAMW_OPTIMIZER and ADAMW_OPTIMIZER in DEEPSPEED_OPTIMIZERS
     configure = inspect.getsource(DeepSpeedEngine.get_optimizer_configuration)

@@ -14,8 +14,9 @@ import torch.distributed as dist
 
 from grpo_train import checkpoint
 from grpo_train.config import load_config
+from grpo_train.distributed import init_distributed
 from grpo_train.forward import compile_model, pack_completions, token_logprobs
-from grpo_train.learner import Learner, deepspeed_config, init_distributed, lr_lambda, make_update_batch
+from grpo_train.learner import Learner, deepspeed_config, lr_lambda, make_update_batch
 
 
 def make_cfg(*overrides):

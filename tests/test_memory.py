@@ -158,8 +158,8 @@ def test_trainer_puts_vllm_to_sleep_before_the_logprob_passes():
     from grpo_train import trainer
 
     source = inspect.getsource(trainer.train)
-    asleep = source[source.index("engine.sleep()"):source.index("engine.load_weights(hf_weights(learner.module))\n"
-                                                                 "        t_sync")]
+    asleep = source[source.index("engine.sleep()"):source.index("engine.load_weights(learner.policy_weights())\n"
+                                                                 "        seconds[\"sync\"]")]
     assert "batch.old_logp = learner.logprobs(" in asleep and "batch.ref_logp = learner.logprobs(" in asleep
     assert "learner.update(" in asleep and "engine." not in asleep.removeprefix("engine.sleep()")
 

@@ -12,7 +12,8 @@ from transformers import AutoModelForCausalLM
 
 from grpo_train.config import load_config
 from grpo_train.models import resolve_model
-from grpo_train.rollout import HFEngine, Rollout, SamplingSpec, VLLMEngine, hf_weights, make_engine, rollout_seed
+from grpo_train.rollout import HFEngine, Rollout, RolloutEngine, SamplingSpec, VLLMEngine, make_engine, rollout_seed
+from grpo_train.weights import hf_weights
 
 EOS = 2  # <|im_end|> in the SmolLM2 tokenizer that tiny-qwen2 uses
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880], [1, 30, 31, 32]]
@@ -255,3 +256,15 @@ def test_sampling_spec_from_config():
     cfg = load_config(None, ["rollout.temperature=0.9", "rollout.top_k=20", "rollout.stop=['</answer>']"])
     spec = SamplingSpec.from_config(cfg.rollout, n=8, seed=3)
     assert spec == SamplingSpec(n=8, temperature=0.9, top_p=1.0, top_k=20, max_tokens=256, stop=("</answer>",), seed=3)
+
+
+@pytest.mark.parametrize("engine_class", [VLLMEngine, HFEngine])
+def test_every_engine_implements_the_declared_interface(engine_class):
+    """The trainer, eval and GPU check call engines only through RolloutEngine: each engine has its methods, with the
+    same parameters."""
+    import inspect
+
+    for name in ("generate", "load_weights", "sleep", "close"):
+        declared = inspect.signature(getattr(RolloutEngine, name))
+        implemented = inspect.signature(getattr(engine_class, name))
+        assert list(implemented.parameters) == list(declared.parameters), (engine_class.__name__, name)

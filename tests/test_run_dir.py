@@ -7,7 +7,7 @@ import pytest
 
 from grpo_train.cli import train_main
 from grpo_train.config import ConfigError, load_config, save_config
-from grpo_train.trainer import RunDirError, prepare_run_dir, run_contents
+from grpo_train.run_dir import RunDirError, prepare_run_dir, run_contents
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-cpu.yaml"

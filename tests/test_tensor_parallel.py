@@ -1,4 +1,4 @@
-"""rollout.tensor_parallel_size > 1: which prompts each rank generates and keeps (EngineGroup, pure), a real
+"""rollout.tensor_parallel_size > 1: which prompts each rank generates and keeps (EngineRanks, pure), a real
 tensor-parallel vLLM engine over two torchrun ranks on CPU (tests/dist_tensor_parallel.py), and a training run
 with it."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from grpo_train.config import ConfigError, load_config
 from grpo_train.data import PromptSampler, load_problems
-from grpo_train.rollout import EngineGroup, Rollout, rollout_seed
+from grpo_train.rollout import EngineRanks, Rollout, rollout_seed
 
 REPO = Path(__file__).resolve().parents[1]
 LAYOUTS = [(world, size) for world in (1, 2, 4, 8) for size in (1, 2, 4, 8) if size <= world and world % size == 0]
@@ -33,7 +33,7 @@ def test_every_prompt_is_trained_on_by_exactly_one_rank_with_all_its_completions
     batch = [f"p{i}" for i in range(4 * world)]  # prompts_per_step is a multiple of the world size
     kept: list[str] = []
     for rank in range(world):
-        group = EngineGroup.of(rank, world, size)
+        group = EngineRanks.of(rank, world, size)
         generated = fake_generate(group.prompts(batch), n=3)
         problems, rollouts = group.share(group.prompts(batch)), group.share_rollouts(generated)
         assert len(problems) == len(batch) // world  # equal shares, as without tensor parallelism
@@ -47,7 +47,7 @@ def test_every_prompt_is_trained_on_by_exactly_one_rank_with_all_its_completions
 @pytest.mark.parametrize(("world", "size"), LAYOUTS)
 def test_ranks_of_one_engine_submit_the_same_prompts_and_seed_and_engines_differ(world, size):
     batch = [f"p{i}" for i in range(2 * world)]
-    groups = [EngineGroup.of(rank, world, size) for rank in range(world)]
+    groups = [EngineRanks.of(rank, world, size) for rank in range(world)]
     for rank, group in enumerate(groups):
         assert group.index == rank // size  # vLLM's external launcher: consecutive ranks form an engine
         for other in groups:
@@ -60,7 +60,7 @@ def test_ranks_of_one_engine_submit_the_same_prompts_and_seed_and_engines_differ
 def test_size_one_is_the_layout_without_tensor_parallelism(world):
     batch = list(range(4 * world))
     for rank in range(world):
-        group = EngineGroup.of(rank, world, 1)
+        group = EngineRanks.of(rank, world, 1)
         assert group.share(group.prompts(batch)) == batch[rank::world] and group.index == rank
         rollouts = fake_generate([str(x) for x in group.prompts(batch)], n=2)
         assert group.share_rollouts(rollouts) == rollouts
@@ -70,14 +70,14 @@ def test_size_one_is_the_layout_without_tensor_parallelism(world):
 def test_eval_shares_cover_every_problem_once_for_any_count(num_problems):
     problems = list(range(num_problems))
     world, size = 4, 2
-    scored = [p for rank in range(world) for p in EngineGroup.of(rank, world, size).share(
-        EngineGroup.of(rank, world, size).prompts(problems))]
+    scored = [p for rank in range(world) for p in EngineRanks.of(rank, world, size).share(
+        EngineRanks.of(rank, world, size).prompts(problems))]
     assert sorted(scored) == problems
 
 
 def test_tensor_parallel_size_must_divide_the_ranks():
     with pytest.raises(ConfigError, match=r"rollout.tensor_parallel_size: 4 must divide the number of ranks \(6\)"):
-        EngineGroup.of(0, 6, 4)
+        EngineRanks.of(0, 6, 4)
 
 
 # ----------------------------------------------------------------------------------------------------

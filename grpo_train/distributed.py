@@ -1,0 +1,111 @@
+"""The process group every rank joins, and the collectives the trainer and the learner use on it.
+
+    rank, world = init_distributed()          # torchrun / accelerate / deepspeed launcher, or a world of one
+    metrics = global_means({"reward/mean": (sum_on_this_rank, count_on_this_rank)})   # one all-reduce
+
+CPU and GPU differ here in a few lines (`on_gpu`): gloo on CPU, NCCL on CUDA, tensors on the rank's device.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+
+def on_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+def device() -> torch.device:
+    """This rank's device: its CUDA device (set by init_distributed from LOCAL_RANK), or the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if on_gpu() else torch.device("cpu")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed() -> tuple[int, int]:
+    """Join (or create) the process group; returns (rank, world_size).
+
+    torchrun, `accelerate launch --multi_gpu` and the `deepspeed` launcher set RANK / WORLD_SIZE / LOCAL_RANK /
+    MASTER_ADDR / MASTER_PORT. A plain `grpo-train` start sets none of them, and DeepSpeed would then look
+    for MPI, so we declare a world of one on a free local port.
+    """
+    import deepspeed
+
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    if not dist.is_initialized():
+        if on_gpu():
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        deepspeed.init_distributed(dist_backend="nccl" if on_gpu() else "gloo", verbose=False)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _is_live(group: dist.ProcessGroup) -> bool:
+    try:
+        dist.get_process_group_ranks(group)
+    except KeyError:
+        return False
+    return True
+
+
+def forget_dead_deepspeed_groups() -> None:
+    """Drop process groups DeepSpeed cached from a world that has since ended.
+
+    A world can end inside a live process (closing the in-process vLLM engine destroys it, so a second
+    `train()` in a notebook or a test session runs in a new one); DeepSpeed keeps the dead world's groups in
+    module globals and would fail with "Group ... is not registered".
+    """
+    from deepspeed.utils import groups
+
+    for name, value in list(vars(groups).items()):
+        if isinstance(value, dist.ProcessGroup) and not _is_live(value):
+            setattr(groups, name, None)
+        elif isinstance(value, dict) and any(isinstance(v, dist.ProcessGroup) and not _is_live(v)
+                                             for v in value.values()):
+            value.clear()
+
+
+def all_reduce_sum(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=device())
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def all_reduce_max(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def global_step_stats(loss_share: float, sums: dict[str, float], tokens: float, trained: int,
+                      rows: int) -> dict[str, float]:
+    """An optimizer step's statistics over all ranks, in one all-reduce: the loss (each rank holds its share of the
+    global loss: the sum), the per-token statistics (`sums` holds each times this rank's token count: weighted by
+    the token counts of all ranks) and the fraction of the rows trained. Every rank gets the same values."""
+    names = sorted(sums)
+    flat = torch.tensor([loss_share, tokens, trained, rows, *(sums[n] for n in names)], dtype=torch.float64,
+                        device=device())
+    dist.all_reduce(flat)
+    loss, tokens, trained, rows, *totals = flat.cpu().tolist()
+    out = {name: total / max(tokens, 1.0) for name, total in zip(names, totals, strict=True)}
+    out.update(loss=loss, trained_seq_frac=trained / rows)
+    return out
+
+
+def global_means(sums: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """{name: (sum, count)} on this rank -> {name: sum over ranks / count over ranks}, in one all-reduce."""
+    names = sorted(sums)
+    flat = torch.tensor([float(v) for n in names for v in sums[n]], dtype=torch.float64, device=device())
+    dist.all_reduce(flat)
+    flat = flat.cpu()
+    return {n: float(flat[2 * i] / flat[2 * i + 1]) if flat[2 * i + 1] > 0 else float("nan")
+            for i, n in enumerate(names)}

@@ -27,7 +27,7 @@ from torch import Tensor
 from grpo_train import algorithms
 from grpo_train.config import AlgorithmConfig, Config, LearnerConfig
 from grpo_train.forward import compile_model, token_logprobs
-from grpo_train.score_sketch import ScoreSketch
+from grpo_train.ustat.sketch import ScoreSketch
 
 
 def _on_gpu() -> bool:

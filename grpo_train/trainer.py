@@ -37,10 +37,10 @@ from grpo_train.metrics import METRICS_FILE, MetricsLogger
 from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
-from grpo_train.rewards import reward_functions
+from grpo_train.rewards.functions import reward_functions
+from grpo_train.rewards.pool import VerifierPool, function_errors, function_failures, function_sums, function_values
 from grpo_train.rollout import EngineGroup, SamplingSpec, hf_weights, make_engine, rollout_seed
-from grpo_train.ustat_monitor import UstatMonitor, group_sketches
-from grpo_train.verifier_pool import VerifierPool, function_errors, function_failures, function_sums, function_values
+from grpo_train.ustat.monitor import UstatMonitor, group_sketches
 
 PROMPTS_SHOWN = 3  # prompts.txt: the first problems' prompts, as the model sees them
 

@@ -44,10 +44,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from grpo_train.advisor import PROJECTIONS, ScoreProjector, completion_scores, sample_groups  # noqa: E402
-from grpo_train.analysis import estimate_variance_components, gradient_estimates  # noqa: E402
 from grpo_train.config import load_config  # noqa: E402
 from grpo_train.models import resolve_model  # noqa: E402
+from grpo_train.ustat.advisor import PROJECTIONS, ScoreProjector, completion_scores, sample_groups  # noqa: E402
+from grpo_train.ustat.analysis import estimate_variance_components, gradient_estimates  # noqa: E402
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")
 COLORS = {"vanilla": "tab:blue", "grpo": "tab:orange", "oracle": "tab:green"}

@@ -7,7 +7,7 @@ from itertools import pairwise, permutations
 import pytest
 import torch
 
-from grpo_train.analysis import (
+from grpo_train.ustat.analysis import (
     GROUP_SIZES,
     VarianceComponents,
     best_group_size,

@@ -1,4 +1,4 @@
-"""The online monitor's estimator (grpo_train/ustat_monitor.py) on the toy bandit of grpo_train/analysis.py, where
+"""The online monitor's estimator (grpo_train/ustat/monitor.py) on the toy bandit of grpo_train/ustat/analysis.py, where
 c1, c2, c3 are exact; its pooling and bootstrap; group_size auto's choices and their resume."""
 
 import math
@@ -6,15 +6,15 @@ import math
 import pytest
 import torch
 
-from grpo_train.analysis import (
+from grpo_train.config import ConfigError, group_size_candidates, load_config
+from grpo_train.ustat.analysis import (
     estimate_variance_components,
     exact_components,
     make_toy_bandit,
     prompt_moments,
     sample_groups,
 )
-from grpo_train.config import ConfigError, group_size_candidates, load_config
-from grpo_train.ustat_monitor import (
+from grpo_train.ustat.monitor import (
     StepPrompts,
     UstatMonitor,
     bootstrap_weights,

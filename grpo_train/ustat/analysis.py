@@ -21,7 +21,7 @@ Monte-Carlo MSEs and the advisor's estimates can be checked against it (tests/te
 scores for a few prompts with G_max completions each, so it applies unchanged to an LLM policy whose
 score is the gradient of a LoRA adapter or a random projection of one layer.
 
-Run the toy study: python -m grpo_train.analysis
+Run the toy study: python -m grpo_train.ustat.analysis
 """
 
 from dataclasses import dataclass

@@ -27,7 +27,7 @@ from grpo_train.ustat.advisor import (
     plot_advice,
     sample_groups,
 )
-from grpo_train.ustat.analysis import VarianceComponents, best_group_size
+from grpo_train.ustat.estimators import VarianceComponents, best_group_size
 
 TEMPERATURE = 0.7
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880], [1, 30, 31, 32], [1, 504, 3458, 28],

@@ -1,5 +1,5 @@
 """Per-completion random sketches of one linear layer's weight gradient, the scores s_i = grad log pi(o_i | q)
-that the U-statistic tools need (grpo_train/ustat/analysis.py), without a second model pass.
+that the U-statistic tools need (grpo_train/ustat/estimators.py), without a second model pass.
 
 For a linear layer y = W x, the gradient of a scalar f with respect to W is sum_t delta_t x_t^T, with x_t the
 layer's input and delta_t = df/dy_t at position t. A fixed seeded sketch reduces it to D numbers without ever

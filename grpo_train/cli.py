@@ -251,7 +251,7 @@ def _export_main(argv: list[str]) -> int:
 
 
 def _advise_main(argv: list[str]) -> int:
-    from grpo_train.advisor import main
+    from grpo_train.ustat.advisor import main
 
     return main(argv)
 

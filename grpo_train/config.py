@@ -45,7 +45,7 @@ from grpo_train.config_schema import (
     to_yaml,
     ustat_monitor_on,
 )
-from grpo_train.user_code import function_problems, template_problems
+from grpo_train.rewards.user_code import function_problems, template_problems
 
 __all__ = [  # the schema's names, so that callers import everything config-related from here
     "PRESETS", "SYNTHETIC_CATEGORIES", "AlgorithmConfig", "Config", "ConfigError", "DataConfig", "LearnerConfig",

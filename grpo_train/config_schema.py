@@ -119,7 +119,7 @@ class RolloutConfig:
 class RewardFunctionConfig:
     function: str = _f("", "module:function (a module on the Python path) or path/to/file.py:function (relative "
                        "to the working directory); called as fn(completion, problem, num_tokens, truncated, "
-                       "**kwargs) -> float or None (see grpo_train/rewards.py)")
+                       "**kwargs) -> float or None (see grpo_train/rewards/functions.py)")
     weight: float = _f(1.0, "its value times this is added to the completion's reward")
     name: str = _f("", "metric name, reward/fn/<name> (default: the function's name)")
     kwargs: dict[str, Any] = _f({}, "keyword arguments passed on every call")

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_train.config import DataConfig, SyntheticConfig, source_kind
+from grpo_train.rewards.user_code import load_function
 from grpo_train.synthetic import SYNTHETIC_TEST_SIZE, synthetic_split
-from grpo_train.user_code import load_function
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from grpo_train.config import Config, ConfigError, RewardConfig, load_config, source_kind
 from grpo_train.data import Problem
-from grpo_train.rewards import RewardFunction, reward_functions
+from grpo_train.rewards.functions import RewardFunction, reward_functions
+from grpo_train.rewards.pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, function_errors
 from grpo_train.rollout import Rollout, SamplingSpec
-from grpo_train.verifier_pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, function_errors
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

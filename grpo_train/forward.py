@@ -164,7 +164,7 @@ def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_l
     By default each distinct prompt is run whole and its last position predicts token 0 of all its completions.
     With last_prompt_token the prompt pass stops one token short and every packed segment starts with that token:
     then every position whose logits enter the loss belongs to one completion (one more fed token per completion).
-    The U-statistic monitor (grpo_train/score_sketch.py) needs that to tell completions apart from hooks.
+    The U-statistic monitor (grpo_train/ustat/sketch.py) needs that to tell completions apart from hooks.
     """
     p = input_ids.shape[1] - completion_len
     prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]

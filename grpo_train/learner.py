@@ -36,7 +36,7 @@ from grpo_train.distributed import (
     on_gpu,
 )
 from grpo_train.forward import compile_model, token_logprobs
-from grpo_train.score_sketch import ScoreSketch
+from grpo_train.ustat.sketch import ScoreSketch
 from grpo_train.weights import hf_weights
 
 
@@ -363,7 +363,7 @@ class Learner:
         return state
 
     def take_score_sketches(self, num_sequences: int) -> tuple[Tensor, Tensor]:
-        """(sketches [n, D], scored [n] bool) of the last update's n sequences (grpo_train/score_sketch.py); only
+        """(sketches [n, D], scored [n] bool) of the last update's n sequences (grpo_train/ustat/sketch.py); only
         when the U-statistic monitor is on (`ScoreSketch.for_config`)."""
         if self.score_sketch is None:
             raise RuntimeError("score sketches are taken only when the U-statistic monitor is on")

@@ -31,9 +31,9 @@ from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, make_update_batch
 from grpo_train.metrics import MetricsLogger
 from grpo_train.prompts import PromptRenderer
+from grpo_train.rewards.pool import VerifierPool, function_errors, function_failures, function_sums, function_values
 from grpo_train.rollout import EngineRanks, RolloutEngine, SamplingSpec, rollout_seed
-from grpo_train.ustat_monitor import UstatMonitor
-from grpo_train.verifier_pool import VerifierPool, function_errors, function_failures, function_sums, function_values
+from grpo_train.ustat.monitor import UstatMonitor
 
 
 def seed_everything(seed: int) -> None:

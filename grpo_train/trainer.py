@@ -34,7 +34,8 @@ from grpo_train.metrics import MetricsLogger
 from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
-from grpo_train.rewards import reward_functions
+from grpo_train.rewards.functions import reward_functions
+from grpo_train.rewards.pool import VerifierPool
 from grpo_train.rollout import EngineRanks, make_engine, rollout_seed
 from grpo_train.run_dir import config_changes, prepare_run_dir, save_run_config
 from grpo_train.step import (
@@ -50,8 +51,7 @@ from grpo_train.step import (
     sync_logprob_gap,
     trainer_state,
 )
-from grpo_train.ustat_monitor import UstatMonitor, group_sketches
-from grpo_train.verifier_pool import VerifierPool
+from grpo_train.ustat.monitor import UstatMonitor, group_sketches
 
 PROMPTS_SHOWN = 3  # prompts.txt: the first problems' prompts, as the model sees them
 

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the adversarial suite
 from verifier_attacks_sixth_pass import CASES as ATTACKS  # noqa: E402  (all six passes)
 
+from grpo_train.rewards.pool import VerifierPool, VerifyItem, status_counts  # noqa: E402
 from grpo_train.verifier import judge_with_timeout, warm_up  # noqa: E402
-from grpo_train.verifier_pool import VerifierPool, VerifyItem, status_counts  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parents[1] / "bench" / "verifier.json"

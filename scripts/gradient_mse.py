@@ -13,7 +13,7 @@ oracle's as G grows (Corollaries 4 and 5). Here, for each prompt template (`chat
 2. Score the M completions: a seeded random projection of grad_W log pi(o | q) of the last layer's down_proj
    (or --projection o_proj) at the sampling temperature (advisor.ScoreProjector; D = --dim).
 3. For each G: split the M completions of a prompt at random into M / G disjoint groups, R times; compute each
-   group's three estimates with analysis.gradient_estimates (the trainer's own advantage code). All three are
+   group's three estimates with estimators.gradient_estimates (the trainer's own advantage code). All three are
    unbiased for grad J(q), so their MSE is their variance, estimated without knowing grad J(q) by the sample
    variance of the M / G independent group estimates; averaged over the R splits and then over prompts, this
    is E_q MSE(g | q), which is B times the MSE of the minibatch gradient over a fixed set of B prompts (the
@@ -22,7 +22,7 @@ oracle's as G grows (Corollaries 4 and 5). Here, for each prompt template (`chat
    that this estimated value adds, Var(V_hat) E||s||^2 / G, is estimated and subtracted.
 4. 90% bootstrap intervals over prompts for each MSE and for the ratios GRPO / oracle and vanilla / oracle.
 5. The theory lines of Theorem 2, c2 / G (oracle) and c2 / G + c3 / (G (G - 1)) (GRPO), with c2, c3 estimated
-   from all M completions by analysis.estimate_variance_components.
+   from all M completions by estimators.estimate_variance_components.
 
 Writes gradient_mse.json and gradient_mse.png to --out (default runs/gradient_mse).
 
@@ -44,10 +44,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from grpo_train.advisor import PROJECTIONS, ScoreProjector, completion_scores, sample_groups  # noqa: E402
-from grpo_train.analysis import estimate_variance_components, gradient_estimates  # noqa: E402
 from grpo_train.config import load_config  # noqa: E402
 from grpo_train.models import resolve_model  # noqa: E402
+from grpo_train.ustat.advisor import PROJECTIONS, ScoreProjector, completion_scores, sample_groups  # noqa: E402
+from grpo_train.ustat.estimators import estimate_variance_components, gradient_estimates  # noqa: E402
 
 ESTIMATORS = ("vanilla", "grpo", "oracle")
 COLORS = {"vanilla": "tab:blue", "grpo": "tab:orange", "oracle": "tab:green"}

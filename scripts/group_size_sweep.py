@@ -14,7 +14,7 @@ of G*, Theorem 7). For every (G, seed) this runs the trainer as its own process 
 (`python -m grpo_train`, the same entry point), then reads each run's metrics.jsonl: eval/accuracy rows at
 step 0, every run.eval_every steps and at the end. It reports the mean accuracy over seeds with a 95%
 Student-t interval at each eval step, marks the empirical best G per step, and puts the advisor's G* next to
-it: read from --advisor-json, or computed first by `python -m grpo_train.advisor --config F --budget N`
+it: read from --advisor-json, or computed first by `python -m grpo_train.ustat.advisor --config F --budget N`
 (written to <out>/advisor/advice.json). A run whose metrics already hold its final eval is not run again, so
 an interrupted sweep continues where it stopped (runs go seed by seed, every G for a seed before the next seed);
 `--report-only` summarises what --out holds without training. Writes sweep.json and sweep.png to --out.
@@ -83,7 +83,7 @@ def advisor_group_size(args: argparse.Namespace, out: Path) -> dict | None:
     if not path.exists():
         if args.report_only:  # report what is there: no advisor run either
             return None
-        command = [sys.executable, "-m", "grpo_train.advisor", "--config", args.config, "--budget",
+        command = [sys.executable, "-m", "grpo_train.ustat.advisor", "--config", args.config, "--budget",
                    str(args.budget), "--candidates", ",".join(map(str, args.group_sizes)),
                    "--out", str(path.parent), *args.overrides]
         print("advisor: $ " + " ".join(command), flush=True)

@@ -12,7 +12,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from grpo_train.advisor import (
+from grpo_train.config import load_config
+from grpo_train.models import resolve_model
+from grpo_train.rollout import HFEngine, SamplingSpec
+from grpo_train.ustat.advisor import (
     Advice,
     ScoreProjector,
     advice_record,
@@ -24,10 +27,7 @@ from grpo_train.advisor import (
     plot_advice,
     sample_groups,
 )
-from grpo_train.analysis import VarianceComponents, best_group_size
-from grpo_train.config import load_config
-from grpo_train.models import resolve_model
-from grpo_train.rollout import HFEngine, SamplingSpec
+from grpo_train.ustat.estimators import VarianceComponents, best_group_size
 
 TEMPERATURE = 0.7
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880], [1, 30, 31, 32], [1, 504, 3458, 28],

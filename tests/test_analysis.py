@@ -7,18 +7,20 @@ from itertools import pairwise, permutations
 import pytest
 import torch
 
-from grpo_train.analysis import (
+from grpo_train.ustat.bandit import (
     GROUP_SIZES,
-    VarianceComponents,
-    best_group_size,
-    estimate_variance_components,
     exact_components,
     exact_estimator_mse,
-    gradient_estimates,
     make_toy_bandit,
     monte_carlo_estimator_mse,
     monte_carlo_minibatch_mse,
     sample_groups,
+)
+from grpo_train.ustat.estimators import (
+    VarianceComponents,
+    best_group_size,
+    estimate_variance_components,
+    gradient_estimates,
     u_statistic_pairs,
 )
 

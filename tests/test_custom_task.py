@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grpo_train.config import ConfigError, load_config
-from grpo_train.user_code import load_function
+from grpo_train.rewards.user_code import load_function
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -171,8 +171,9 @@ def write_example_data(args: list[str]) -> None:
 
 
 def check_subcommand(name: str, args: list[str]) -> None:
-    from grpo_train import advisor, cli
+    from grpo_train import cli
     from grpo_train.config import load_config
+    from grpo_train.ustat import advisor
 
     if name == "export":
         cli._export_parser().parse_args(args)
@@ -209,7 +210,7 @@ def check_python(args: list[str], capsys) -> None:
         module, rest = args[1], args[2:]
         if module == "grpo_train":
             return check_train(rest, capsys)
-        if module == "grpo_train.advisor":
+        if module == "grpo_train.ustat.advisor":
             return check_subcommand("advise-group-size", rest)
         if module == "pytest":
             files = [a.split("::")[0] for a in rest if not a.startswith("-")]

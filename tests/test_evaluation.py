@@ -57,7 +57,7 @@ def test_summary_counts_and_breakdowns():
 
 def test_summary_of_reward_functions():
     from grpo_train.rewards import RewardFunction
-    from grpo_train.verifier_pool import FunctionScore
+    from grpo_train.rewards.pool import FunctionScore
 
     functions = [RewardFunction("fmt", "grpo_train.rewards:boxed_format", 0.5, {}),
                  RewardFunction("mine", "my.py:f", 1.0, {})]

@@ -21,9 +21,9 @@ from grpo_train.rewards import (
     reward_functions,
     think_format,
 )
-from grpo_train.user_code import UserCodeError, load_function
+from grpo_train.rewards.pool import VerifierPool, VerifyItem, function_errors, function_sums
+from grpo_train.rewards.user_code import UserCodeError, load_function
 from grpo_train.verifier import judge
-from grpo_train.verifier_pool import VerifierPool, VerifyItem, function_errors, function_sums
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -1,4 +1,4 @@
-"""The score sketch read from the learner's own backward (grpo_train/score_sketch.py) against the definition: for
+"""The score sketch read from the learner's own backward (grpo_train/ustat/sketch.py) against the definition: for
 each sequence alone, a full forward of prompt + completion, log pi at the temperature, the autograd gradient of the
 last layer's weight, projected with the same factors. Through the real DeepSpeed learner on the tiny model, with
 micro-batches, shared prompts (packed completions), the per-sequence loss normaliser and skipped rows."""
@@ -11,7 +11,7 @@ import torch
 from grpo_train.config import load_config
 from grpo_train.forward import shared_prompt_layout, token_logprobs
 from grpo_train.learner import Learner, make_update_batch
-from grpo_train.score_sketch import last_linear, sketch_factors
+from grpo_train.ustat.sketch import last_linear, sketch_factors
 
 TEMPERATURE = 0.7
 DIM = 12

@@ -1,4 +1,4 @@
-"""The online monitor's estimator (grpo_train/ustat_monitor.py) on the toy bandit of grpo_train/analysis.py, where
+"""The online monitor's estimator (grpo_train/ustat/monitor.py) on the toy bandit of grpo_train/ustat/bandit.py, where
 c1, c2, c3 are exact; its pooling and bootstrap; group_size auto's choices and their resume."""
 
 import math
@@ -6,15 +6,10 @@ import math
 import pytest
 import torch
 
-from grpo_train.analysis import (
-    estimate_variance_components,
-    exact_components,
-    make_toy_bandit,
-    prompt_moments,
-    sample_groups,
-)
 from grpo_train.config import ConfigError, group_size_candidates, load_config
-from grpo_train.ustat_monitor import (
+from grpo_train.ustat.bandit import exact_components, make_toy_bandit, sample_groups
+from grpo_train.ustat.estimators import estimate_variance_components, prompt_moments
+from grpo_train.ustat.monitor import (
     StepPrompts,
     UstatMonitor,
     bootstrap_weights,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from grpo_train.verifier import extract_answer, is_correct, judge, judge_with_timeout
-from grpo_train.verifier_compare import parse_latex
-from grpo_train.verifier_form import asks_for, evaluated_by_parser, exact_value, pending_operations
-from grpo_train.verifier_text import as_number, visible
+from grpo_train.verifier.compare import parse_latex
+from grpo_train.verifier.form import asks_for, evaluated_by_parser, exact_value, pending_operations
+from grpo_train.verifier.text import as_number, visible
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PUBLIC_CASES = DATA / "verifier_cases_public.jsonl"

@@ -16,9 +16,9 @@ from sympy import latex as sympy_latex
 from verifier_attacks_sixth_pass import CASES  # all six passes
 
 from grpo_train.verifier import judge, judge_with_timeout
-from grpo_train.verifier_compare import parse_latex
-from grpo_train.verifier_form import too_big
-from grpo_train.verifier_text import MATH_SPAN, as_number, canonical, clean, matching_brace, math_content
+from grpo_train.verifier.compare import parse_latex
+from grpo_train.verifier.form import too_big
+from grpo_train.verifier.text import MATH_SPAN, as_number, canonical, clean, matching_brace, math_content
 
 MATH500 = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500_test.jsonl"
 CATEGORIES = sorted({case.category for case in CASES})

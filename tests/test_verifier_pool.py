@@ -8,8 +8,8 @@ import time
 import pytest
 
 from grpo_train.rewards import FORMAT_SPEC, RewardFunction
+from grpo_train.rewards.pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, score_batch, status_counts
 from grpo_train.verifier import judge_with_timeout
-from grpo_train.verifier_pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, score_batch, status_counts
 
 FORMAT = RewardFunction("format", FORMAT_SPEC, 0.25, {})  # what reward.format_weight=0.25 runs
 

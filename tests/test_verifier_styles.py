@@ -8,7 +8,7 @@ import pytest
 from hang_guard import assert_linear
 
 from grpo_train.verifier import judge_with_timeout
-from grpo_train.verifier_hedge import stated_value
+from grpo_train.verifier.hedge import stated_value
 
 APPLES = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
 EGGS = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. She sells the "

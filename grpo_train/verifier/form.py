@@ -1,4 +1,4 @@
-"""The verifier's answer-form rules and cost bound (the rules are stated in grpo_train/verifier.py).
+"""The verifier's answer-form rules and cost bound (the rules are stated in grpo_train/verifier/api.py).
 
 `too_big` reads the answer's text before any parser sees it; `pending_operations` reads the unevaluated
 SymPy tree that Math-Verify's LaTeX parser builds (it keeps `99^2 + 99 + 1` as a sum of a power, not
@@ -18,7 +18,7 @@ from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 from sympy.sets.sets import Set
 
-from grpo_train.verifier_text import EQUALS, MATH_SPAN, as_number, canonical, matching_brace, math_content
+from grpo_train.verifier.text import EQUALS, MATH_SPAN, as_number, canonical, matching_brace, math_content
 
 MAX_SYMPY_CHARS = 400  # a longer answer is compared as text only
 MAX_DEPTH = 8  # brackets nested deeper than this are not an answer (MATH golds and boxed solutions nest at most 3)

@@ -165,7 +165,7 @@ def length_penalty(completion: str, problem: dict, num_tokens: int, truncated: b
     return -min(1.0, max(0, length - free) / (max_len - free))
 
 
-# The config calls these with an entry's kwargs (grpo_train.user_code.check_call), so that a value the function
+# The config calls these with an entry's kwargs (grpo_train.rewards.user_code.check_call), so that a value the function
 # cannot use is a config error before the run starts rather than status `error` on every call.
 think_format.check_kwargs = _check_think_format
 overlong_penalty.check_kwargs = _check_overlong_penalty

@@ -1,5 +1,5 @@
 """Whether a response commits to one value: retractions, hedges and other values offered beside the answer
-(the rules in grpo_train/verifier.py; used by grpo_train/verifier_extract.py).
+(the rules in grpo_train/verifier/api.py; used by grpo_train/verifier/extract.py).
 
 Regexes and linear scans only: safe on a 1 MB response.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from grpo_train.verifier_form import exact_value
-from grpo_train.verifier_text import EQUALS, MATH_SPAN, NUMBER_TOKEN, as_number, canonical, clean, gsm8k_number
+from grpo_train.verifier.form import exact_value
+from grpo_train.verifier.text import EQUALS, MATH_SPAN, NUMBER_TOKEN, as_number, canonical, clean, gsm8k_number
 
 SPAN_CHARS = 300  # how far after "the answer is" we read the answer
 RETRACTION = re.compile(

@@ -1,11 +1,11 @@
 """The group-size advisor: which G minimises the GRPO gradient's MSE for this model, data and budget.
 
     grpo-train advise-group-size --config configs/tiny-cpu.yaml [--budget N] [--prompts P] [key=value ...]
-    python -m grpo_train.advisor --config configs/tiny-cpu.yaml --prompts 8 --samples-per-prompt 8
+    python -m grpo_train.ustat.advisor --config configs/tiny-cpu.yaml --prompts 8 --samples-per-prompt 8
 
 At a fixed sampling budget of N = B * G completions per step (B prompts, G completions each), the minibatch
 GRPO gradient has MSE(G) = [G c1 + c2 + c3 / (G - 1)] / N, minimised at G* = 1 + sqrt(c3 / c1) (Zhou et al.
-2026, Proposition 3 and Theorem 7; the formulas and the estimator are in grpo_train/analysis.py). c1 is the
+2026, Proposition 3 and Theorem 7; the formulas and the estimator are in grpo_train/ustat/estimators.py). c1 is the
 spread of the per-prompt gradients between prompts, c2 the oracle estimator's per-sample noise (it does not
 depend on G at a fixed budget), c3 the extra noise of the leave-one-out group baseline. Steps:
 
@@ -53,16 +53,16 @@ import torch
 from torch import Tensor
 
 from grpo_train.algorithms import token_logprobs_from_logits
-from grpo_train.analysis import VarianceComponents, best_group_size, estimate_variance_components
 from grpo_train.config import Config, ConfigError, load_config
 from grpo_train.data import PromptSampler, load_problems
 from grpo_train.evaluation import verify
 from grpo_train.models import resolve_model
 from grpo_train.prompts import PromptRenderer
-from grpo_train.rewards import reward_functions
+from grpo_train.rewards.functions import reward_functions
+from grpo_train.rewards.pool import VerifierPool
 from grpo_train.rollout import Rollout, SamplingSpec, make_engine, rollout_seed
-from grpo_train.score_sketch import sketch_factors, sketch_products
-from grpo_train.verifier_pool import VerifierPool
+from grpo_train.ustat.estimators import VarianceComponents, best_group_size, estimate_variance_components
+from grpo_train.ustat.sketch import sketch_factors, sketch_products
 
 PROJECTIONS = ("down_proj", "o_proj")  # a weight matrix of the last decoder layer
 

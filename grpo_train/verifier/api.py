@@ -3,10 +3,10 @@
     is_correct(response, gold, "gsm8k")       # -> bool, in this process
     judge(response, gold, "math", problem)    # -> Judgement(correct, formatted, answer, status, error)
 
-Batches go through `grpo_train.verifier_pool` (worker processes, hard per-item timeout). The work is split
-over flat modules: verifier_text (what is printed, normalised spellings, plain numbers), verifier_extract
-(finding the final answer), verifier_hedge (retractions, hedges, other values offered), verifier_form
-(answer-form rules, cost bound), verifier_units (scale words, the unit asked) and verifier_compare (equality).
+Batches go through `grpo_train.rewards.pool` (worker processes, hard per-item timeout). The work is split
+over the modules of grpo_train/verifier/: text (what is printed, normalised spellings, plain numbers), extract
+(finding the final answer), hedge (retractions, hedges, other values offered), form (answer-form rules,
+cost bound), units (scale words, the unit asked) and compare (equality).
 The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here); a
 false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
 
@@ -17,7 +17,7 @@ zero-width characters, comments (HTML's "<!-- .. -->", LaTeX's "\\iffalse .. \\f
 ("\\u00a0", "\\u2009") are spaces, letters that print as Latin ones (Cyrillic "о", "а", ...; Greek "ο") are read as
 them ("$5$ оr $7$" offers two values), and a footnote
 ("\\footnote{X}") is read as a later paragraph X (it prints below the text); a colour prints when it is a named
-colour (red, blue, ...: verifier_text's list), a mix of them with at least 20% colour ("green!40"), or a value
+colour (red, blue, ...: verifier/text.py's list), a mix of them with at least 20% colour ("green!40"), or a value
 (rgb, RGB, HTML, hex, gray, cmyk, hsb) at least that far from white; white, pale or unknown names ("snow",
 "none"), "red!5" and "rgb(255,255,255)" hide. A printed colour, bold and sizes are decoration.
   1. `\\boxed{...}` / `\\fbox{...}` (nested braces). Boxes side by side, or with part labels between
@@ -200,10 +200,10 @@ import signal
 import threading
 from dataclasses import dataclass
 
-from grpo_train.verifier_compare import UnreadableGold, answers_match, warm_up
-from grpo_train.verifier_extract import extract_answer, gold_answer
-from grpo_train.verifier_form import exact_value
-from grpo_train.verifier_text import TEXT_WRAP, as_number, clean, forget, gsm8k_number, strip_wrappers, visible
+from grpo_train.verifier.compare import UnreadableGold, answers_match, warm_up
+from grpo_train.verifier.extract import extract_answer, gold_answer
+from grpo_train.verifier.form import exact_value
+from grpo_train.verifier.text import TEXT_WRAP, as_number, clean, forget, gsm8k_number, strip_wrappers, visible
 
 __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_correct", "judge", "judge_with_timeout",
            "warm_up"]  # fmt: skip

@@ -1,12 +1,12 @@
 """The online U-statistic monitor: c1, c2, c3 of the GRPO gradient's MSE law estimated while training, and the
 group size it predicts best (`algorithm.group_size: auto`). The theory and how to read the metrics are in
-docs/u-statistics.md; the formulas in grpo_train/analysis.py.
+docs/u-statistics.md; the formulas in grpo_train/ustat/estimators.py.
 
-Every step, for each of the step's prompts (all ranks), the per-prompt U-statistics of `analysis.prompt_moments`
+Every step, for each of the step's prompts (all ranks), the per-prompt U-statistics of `estimators.prompt_moments`
 come from the G rewards and the G score sketches that the learner's own backward produced
-(grpo_train/score_sketch.py). A group whose rewards are all equal needs no scores: every kernel
+(grpo_train/ustat/sketch.py). A group whose rewards are all equal needs no scores: every kernel
 h = 1/2 (r_i - r_j)(s_i - s_j) is 0 there, so its moments are exactly 0 (the learner may skip its rows). A group
-with mixed rewards in which some sequence has no score (see score_sketch) is left out and counted
+with mixed rewards in which some sequence has no score (see ustat/sketch.py) is left out and counted
 (ustat/unscored_groups). The window pools the last `ustat.window` steps:
 
     c2 = mean over prompts of 4 zeta_1(q),  c3 = mean of 2 (zeta_2(q) - 2 zeta_1(q)),
@@ -33,8 +33,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from grpo_train.analysis import prompt_moments
 from grpo_train.config import Config, ConfigError, group_size_candidates, rollouts_per_step
+from grpo_train.ustat.estimators import prompt_moments
 
 MIN_GROUP_SIZE = 4  # c3 needs four distinct completions of a prompt
 

@@ -1,4 +1,4 @@
-"""The verifier's extraction of the final answer from a response (order and rules in grpo_train/verifier.py).
+"""The verifier's extraction of the final answer from a response (order and rules in grpo_train/verifier/api.py).
 
 Regexes and linear scans only: safe on a 1 MB response.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from grpo_train.verifier_hedge import (
+from grpo_train.verifier.hedge import (
     HEDGE,
     RETRACTION,
     SENTENCE_BREAK,
@@ -21,7 +21,7 @@ from grpo_train.verifier_hedge import (
     same_answer,
     stated_value,
 )
-from grpo_train.verifier_text import (
+from grpo_train.verifier.text import (
     EQUALS,
     MATH_SPAN,
     NEGATION,
@@ -35,7 +35,7 @@ from grpo_train.verifier_text import (
     matching_brace,
     math_content,
 )
-from grpo_train.verifier_units import scaled, unit_conflict
+from grpo_train.verifier.units import scaled, unit_conflict
 
 MAX_BOXES = 64  # more boxes than this is spam, not an answer
 CLOSING_CHARS = 2000  # how much of an unmarked response's end we read for its closing sentence

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from grpo_train.verifier_text import MULTIPLIER, SCALE_AFTER_NUMBER, TEXT_WRAP
+from grpo_train.verifier.text import MULTIPLIER, SCALE_AFTER_NUMBER, TEXT_WRAP
 
 _SCALE_WORD = re.compile(r"[a-z]+", re.IGNORECASE)
 # The unit a problem asks in: the word after "how many", "how much", "number of", "in", "into" or "to", in its last

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
-from grpo_train.rewards import RewardFunction, as_reward
-from grpo_train.user_code import UserCodeError, load_function
+from grpo_train.rewards.functions import RewardFunction, as_reward
+from grpo_train.rewards.user_code import UserCodeError, load_function
 from grpo_train.verifier import (
     ItemTimeout,
     Judgement,
@@ -313,7 +313,7 @@ class VerifierPool:
             [
                 sys.executable,
                 "-c",
-                f"from grpo_train.verifier_pool import _serve; _serve({child_end.fileno()}, {progress.fd})",
+                f"from grpo_train.rewards.pool import _serve; _serve({child_end.fileno()}, {progress.fd})",
             ],
             pass_fds=[child_end.fileno(), progress.fd],
             stdin=subprocess.DEVNULL,

@@ -1,7 +1,7 @@
 """The verifier's text layer: what is printed, normalised spellings and plain numbers, without SymPy.
 
 Everything here is regex or a linear scan over the text (safe on a 1 MB response); the rules that use it
-are stated in `grpo_train/verifier.py`. The normalising functions are memoised for the duration of one
+are stated in `grpo_train/verifier/api.py`. The normalising functions are memoised for the duration of one
 item (`forget` is called before each): an answer is normalised several times on its way through the
 comparison, but nothing is carried over from one response to the next.
 """
@@ -236,7 +236,7 @@ MULTIPLIER = re.compile(
 )
 # ... and right after a number, a rarer scale, a comparison or an operation in words: "5 score", "5 gross", "5 lakh",
 # "5bn", "5M", "5 grand", "5 tens", "5 quarters", "5 tenths", "5 ppm", "5 basis points", "5‰", "5-fold", "5 times", "5
-# more", "5 fewer", "5 short", "5 squared", "5 plus tax" (verifier_units decides: the problem may ask in it).
+# more", "5 fewer", "5 short", "5 squared", "5 plus tax" (verifier/units.py decides: the problem may ask in it).
 SCALE_AFTER_NUMBER = re.compile(
     r"(?<=\d)[\s-]*(?:\\(?:text|mathrm)\s*\{\s*)?(?:score|gross|lakhs?|crores?|grand|tens|halves|thirds|quarters|fourths"
     r"|fifths|tenths|hundredths|thousandths|squared|cubed|ppm|ppb|bps|basis\s+points?|per\s*mille|bn|mn|mil|mio"

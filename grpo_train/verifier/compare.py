@@ -1,4 +1,4 @@
-"""The verifier's comparison of an extracted answer with the gold answer (rules in grpo_train/verifier.py).
+"""The verifier's comparison of an extracted answer with the gold answer (rules in grpo_train/verifier/api.py).
 
 Order: qualifiers -> lists (each item matched once) -> equation sides -> plain numbers (exact, and in
 final form) -> tuples, intervals and matrices of plain numbers -> text only for answers too big for
@@ -14,7 +14,7 @@ from math_verify import LatexExtractionConfig, parse, verify
 from sympy import Basic, Expr, FiniteSet, Interval, MatrixBase, Tuple, cancel, simplify, srepr
 from sympy.core.relational import Relational
 
-from grpo_train.verifier_form import (
+from grpo_train.verifier.form import (
     asked_expression,
     asks_for,
     echoes_question,
@@ -26,7 +26,7 @@ from grpo_train.verifier_form import (
     too_big,
     unexpanded,
 )
-from grpo_train.verifier_text import (
+from grpo_train.verifier.text import (
     APPROXIMATE,
     ASSIGNMENT,
     CHOICE,
@@ -48,7 +48,7 @@ from grpo_train.verifier_text import (
     prose_number,
     strip_wrappers,
 )
-from grpo_train.verifier_units import rate_not_asked, scaled, unit_conflict
+from grpo_train.verifier.units import rate_not_asked, scaled, unit_conflict
 
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer

@@ -1,5 +1,5 @@
 """Per-completion random sketches of one linear layer's weight gradient, the scores s_i = grad log pi(o_i | q)
-that the U-statistic tools need (grpo_train/analysis.py), without a second model pass.
+that the U-statistic tools need (grpo_train/ustat/estimators.py), without a second model pass.
 
 For a linear layer y = W x, the gradient of a scalar f with respect to W is sum_t delta_t x_t^T, with x_t the
 layer's input and delta_t = df/dy_t at position t. A fixed seeded sketch reduces it to D numbers without ever
@@ -8,7 +8,7 @@ forming the [out, in] matrix:
     s_d = u_d^T (sum_t delta_t x_t^T) v_d / sqrt(D) = sum_t (u_d . delta_t)(v_d . x_t) / sqrt(D),
 
 u_d, v_d standard Gaussian (`sketch_factors`). E[s . s'] = <grad_W, grad_W'>_F, so c1, c2, c3 computed from
-sketches are unbiased for those of the full W gradient. The offline advisor (grpo_train/advisor.py) and the online
+sketches are unbiased for those of the full W gradient. The offline advisor (grpo_train/ustat/advisor.py) and the online
 monitor (`ScoreSketch`, attached to the learner) share the factors and the product, so with the same layer, D and
 seed they measure the same projection.
 

@@ -1,0 +1,34 @@
+"""The math verifier for GSM8K and MATH answers: extract -> normalise -> compare -> score.
+
+    from grpo_train.verifier import is_correct, judge, judge_with_timeout
+
+- api.py: the public API (judge, judge_with_timeout, is_correct, Judgement), gold checks, the per-item timer,
+  and the statement of every rule in its docstring
+- extract.py: finding the final answer in a response
+- hedge.py: whether the response commits to one value (retractions, hedges, other values offered)
+- text.py: what is printed, normalised spellings, plain numbers
+- form.py: the answer-form rules and the cost bound
+- units.py: scale words on a number and the unit the problem asks in
+- compare.py: equality of the extracted answer and the gold answer
+
+Batches are scored in worker processes by grpo_train.rewards.pool.
+"""
+
+from grpo_train.verifier.api import (
+    DATASETS,
+    Judgement,
+    answers_match,
+    extract_answer,
+    is_correct,
+    judge,
+    judge_with_timeout,
+    warm_up,
+)
+
+# The per-item timer, for the worker processes of grpo_train.rewards.pool (re-exported, not in __all__ as before)
+from grpo_train.verifier.api import ItemTimeout as ItemTimeout
+from grpo_train.verifier.api import keep_timeout_handler as keep_timeout_handler
+from grpo_train.verifier.api import raise_item_timeout as raise_item_timeout
+
+__all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_correct", "judge", "judge_with_timeout",
+           "warm_up"]  # fmt: skip

@@ -206,6 +206,11 @@ def find_resumable(run_dir: Path, warn: bool = True) -> Path | None:
     return None
 
 
+def saved_step(ckpt: Path) -> int:
+    """The step a complete checkpoint was saved at (its trainer state: no DeepSpeed, no model)."""
+    return int(json.loads((ckpt / TRAINER_STATE).read_text())["step"])
+
+
 def resolve_resume(run_dir: Path, resume: str) -> Path | None:
     """`run.resume`: never -> None; auto -> newest complete in run_dir (None if there is none); else a path."""
     if resume == "never":

@@ -136,13 +136,15 @@ def train_main(argv: list[str] | None = None) -> int:
     from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
     from grpo_train.prompts import PromptTooLongError
-    from grpo_train.run_dir import RunDirError
+    from grpo_train.run_dir import RunDirError, remove_if_left_empty
     from grpo_train.trainer import train
 
+    existed = Path(cfg.run.output_dir).exists()
     try:
         run_dir = train(cfg)
     except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError) as err:
-        # Bad input: one line naming the problem, no traceback.
+        # Bad input: one line naming the problem, no traceback; no empty run folder left behind.
+        remove_if_left_empty(Path(cfg.run.output_dir), existed)
         print(f"grpo-train: {_kind(err)}: {err}", file=sys.stderr)
         return 2
     print(f"grpo-train: run finished; outputs in {run_dir}")

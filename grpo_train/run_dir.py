@@ -1,15 +1,22 @@
 """The run folder: claimed by rank 0 at start, never overwritten or deleted unless the config says so.
 
     run_dir, note = prepare_run_dir(cfg)     # refuses a folder holding a run unless run.resume / run.overwrite
+    check_shared_folder(run_dir, rank, world)  # every rank sees the folder rank 0 prepared (one shared filesystem)
     save_run_config(cfg, run_dir, rank)      # once start-up has passed: from then on the folder holds this run
 
-A run that is replaced (`run.overwrite`) is moved aside to `<folder>.replaced-<time>`, not deleted.
+A run that is replaced (`run.overwrite`) is moved aside to `<folder>.replaced-<time>`, not deleted. A start that
+fails before the config is saved leaves no empty folder behind (`remove_if_left_empty`, called by the cli).
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
+import socket
 import time
 from pathlib import Path
+
+import torch.distributed as dist
 
 from grpo_train import checkpoint
 from grpo_train.config import Config, save_config
@@ -92,3 +99,43 @@ def config_changes(old: dict, new: dict, prefix: str = "") -> list[str]:
         elif a != b and path not in ("run.resume", "run.output_dir", "run.overwrite"):
             changes.append(f"{path}: {a!r} -> {b!r}")
     return changes
+
+
+SHARED_MARKER = ".shared-check"
+
+
+def check_shared_folder(run_dir: Path, rank: int, world: int) -> None:
+    """Collective, after rank 0 has prepared the folder: rank 0 writes a random token into it and every rank reads it
+    back. Every rank checkpoints its own shards into this folder, so on several nodes it must be one shared
+    filesystem mounted at the same path; a rank that cannot see the token fails the start on every rank at once
+    (RunDirError naming the ranks and hosts), instead of a checkpoint that silently misses shards."""
+    if world == 1:
+        return
+    marker = run_dir / SHARED_MARKER
+    token = [secrets.token_hex(8) if rank == 0 else None]
+    if rank == 0:
+        marker.write_text(token[0])
+    dist.broadcast_object_list(token, src=0)
+    try:
+        seen = marker.read_text() == token[0]
+    except OSError:
+        seen = False
+    verdicts: list = [None] * world
+    dist.all_gather_object(verdicts, (seen, socket.gethostname()))
+    if rank == 0:
+        marker.unlink(missing_ok=True)
+    blind = [f"rank {r} on {host}" for r, (ok, host) in enumerate(verdicts) if not ok]
+    if blind:
+        raise RunDirError(
+            f"run.output_dir: {run_dir} is not one folder for every rank: {', '.join(blind)} cannot see the file "
+            "rank 0 wrote there. Every rank writes its checkpoint shards into it: put run.output_dir on a filesystem "
+            "every node mounts at the same path (docs/gpu-and-clusters.md#multi-node-and-slurm)")
+
+
+def remove_if_left_empty(folder: Path, existed: bool) -> None:
+    """After a start that failed: remove `folder` if this start created it and nothing was written into it (never a
+    folder that existed before, never one holding any file)."""
+    if existed:
+        return
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # fails on a folder that holds anything

@@ -21,7 +21,6 @@ import functools
 import time
 from pathlib import Path
 
-import torch.distributed as dist
 from transformers import AutoTokenizer
 
 from grpo_train import algorithms, checkpoint, dynamic_sampling
@@ -37,7 +36,7 @@ from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.pool import VerifierPool
 from grpo_train.rollout import EngineRanks, make_engine, rollout_seed
-from grpo_train.run_dir import config_changes, prepare_run_dir, save_run_config
+from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.step import (
     FailureReports,
     RolloutTools,
@@ -66,11 +65,18 @@ def train(cfg: Config) -> Path:
                           f"{world} ranks (each rank rolls out an equal share)")
     engine_ranks = EngineRanks.of(rank, world, cfg.rollout.tensor_parallel_size)  # the ranks of this rank's engine
     run_dir, run_dir_note = prepare_run_dir(cfg) if rank == 0 else (Path(cfg.run.output_dir), None)
-    dist.barrier()  # the other ranks use the folder once rank 0 has claimed it
+    check_shared_folder(run_dir, rank, world)  # collective: the other ranks use the folder once rank 0 has claimed it
     seed_everything(cfg.run.seed + rank)
     logger = MetricsLogger(cfg, run_dir, rank)
     if run_dir_note:
         logger.print(run_dir_note)
+    # Where to resume from, before anything loads: a bad run.resume fails in seconds; a finished run stops here.
+    resume_from = checkpoint.resolve_resume(run_dir, cfg.run.resume)
+    if resume_from is not None and checkpoint.saved_step(resume_from) >= cfg.run.steps:
+        logger.print(f"the run in {run_dir} already finished at step {checkpoint.saved_step(resume_from)} "
+                     f"(run.steps {cfg.run.steps}): nothing to train; raise run.steps to train further")
+        logger.close()
+        return run_dir
     model_path = resolve_model(cfg.model.name_or_path)
     check_context_length(cfg.model.max_model_len, cfg.model.name_or_path, model_path)
 
@@ -105,7 +111,6 @@ def train(cfg: Config) -> Path:
     # ------------------------------------------------------------------------------------------------
     # Resume: learner state, data position, RNG; then the engine gets the resumed weights
     start_step = 0
-    resume_from = checkpoint.resolve_resume(run_dir, cfg.run.resume)
     if resume_from is not None:
         state = learner.load_checkpoint(resume_from)
         start_step = state["step"]

@@ -184,6 +184,12 @@ def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
             "-m grpo_train --config configs/qwen2.5-math-7b-math.yaml") in result.stdout
     directives = re.findall(r"^#SBATCH (--[a-z-]+)=", (REPO / "scripts/slurm_train.sbatch").read_text(), re.M)
     assert {"--nodes", "--ntasks-per-node", "--gpus-per-node"} <= set(directives)
+    # A requeued job runs the same command again: it continues its run (run.resume=auto) unless told otherwise.
+    assert re.search(r"^#SBATCH --requeue$", (REPO / "scripts/slurm_train.sbatch").read_text(), re.M)
+    assert result.stdout.split()[-1] == "run.resume=auto"
+    told = _run(["bash", "scripts/slurm_train.sbatch", "--dry-run", "--config", "configs/qwen2.5-math-7b-math.yaml",
+                 "run.overwrite=true"], env)
+    assert told.returncode == 0 and "run.resume" not in told.stdout and "run.overwrite=true" in told.stdout
 
 
 @pytest.mark.parametrize("stage", [2, 3])

@@ -36,16 +36,16 @@ demo:
 # the demo's 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step, its 2-process run
 # and its profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
 bench: bench-verifier
-	$(BIN)/python scripts/bench_rollout.py --prompts 4
-	$(BIN)/python scripts/bench_trl.py --rounds 1 --warmup 1 --steps 5 --prompts-per-step 2
-	$(BIN)/python scripts/bench_step.py --warmup 1 --steps 3 --prompts-per-step 4
-	$(BIN)/python scripts/bench_step.py --ustat --warmup 1 --steps 3 --prompts-per-step 4 --out bench/step-ustat.json
-	$(BIN)/python scripts/bench_step.py --nproc 2 --warmup 1 --steps 1 --prompts-per-step 4 --out bench/step-2proc.json
-	$(BIN)/python scripts/bench_step.py --profile --warmup 0 --steps 1 --prompts-per-step 4 --out bench/profile.json
-	$(BIN)/python scripts/bench_report.py
+	$(BIN)/python scripts/bench/bench_rollout.py --prompts 4
+	$(BIN)/python scripts/bench/bench_trl.py --rounds 1 --warmup 1 --steps 5 --prompts-per-step 2
+	$(BIN)/python scripts/bench/bench_step.py --warmup 1 --steps 3 --prompts-per-step 4
+	$(BIN)/python scripts/bench/bench_step.py --ustat --warmup 1 --steps 3 --prompts-per-step 4 --out bench/step-ustat.json
+	$(BIN)/python scripts/bench/bench_step.py --nproc 2 --warmup 1 --steps 1 --prompts-per-step 4 --out bench/step-2proc.json
+	$(BIN)/python scripts/bench/bench_step.py --profile --warmup 0 --steps 1 --prompts-per-step 4 --out bench/profile.json
+	$(BIN)/python scripts/bench/bench_report.py
 
 bench-verifier:
-	$(BIN)/python scripts/bench_verifier.py
+	$(BIN)/python scripts/bench/bench_verifier.py
 
 lock:
 	rm -rf /tmp/grpo_train_lock && $(PY) -m venv /tmp/grpo_train_lock

@@ -2,7 +2,7 @@
 
 An unknown key spelled as TRL or verl spell it gets "did you mean <our key>?" (grpo_train.config's error for unknown
 keys), and docs/configuration.md's "Coming from TRL or verl" table is generated from ALIASES
-(scripts/config_docs.py).
+(scripts/maint/config_docs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from grpo_train.config_schema import field_docs
 
 # ----------------------------------------------------------------------------------------------------
 # Other trainers' names for our keys. An unknown key spelled so gets "did you mean <our key>?", and
-# docs/configuration.md's "Coming from TRL or verl" table is generated from this tuple (scripts/config_docs.py).
+# docs/configuration.md's "Coming from TRL or verl" table is generated from this tuple (scripts/maint/config_docs.py).
 # TRL: GRPOConfig's fields (and TrainingArguments'); verl: dotted paths of its ppo_trainer.yaml. Only names with a
 # real equivalent; `note` says where the meaning differs. Names that are ours too (temperature, top_p, seed,
 # weight_decay, grad_clip, ...) are found without a row, by their last part.

@@ -1,12 +1,12 @@
 """Loss aggregation: worked numbers, and the gradient is the same whether a batch is processed at once,
 in micro-batches with gradient accumulation, or across two simulated data-parallel ranks; for the loss variants
-and corrections, all three equal the naive per-sequence implementation (naive_losses.py)."""
+and corrections, all three equal the naive per-sequence implementation (tests/reference/naive_losses.py)."""
 
 import copy
 
 import pytest
 import torch
-from naive_losses import naive_loss
+from reference.naive_losses import naive_loss
 
 from grpo_train.algorithms import agg_loss, loss_normaliser, policy_loss
 

@@ -1,12 +1,13 @@
 """GSPO, CISPO, the rollout/learner mismatch weights and the KL ratio correction: worked numbers, the exact
-expected KL gradients, and every combination against the naive per-sequence implementation (naive_losses.py)."""
+expected KL gradients, and every combination against the naive per-sequence implementation
+(tests/reference/naive_losses.py)."""
 
 import itertools
 import math
 
 import pytest
 import torch
-from naive_losses import naive_loss
+from reference.naive_losses import naive_loss
 
 from grpo_train.algorithms import agg_loss, loss_normaliser, mismatch_weights, policy_loss
 

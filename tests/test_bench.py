@@ -8,7 +8,7 @@ import pytest
 from grpo_train.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "bench"))
 
 import bench_report  # noqa: E402
 import bench_step  # noqa: E402

@@ -23,7 +23,7 @@ from grpo_train.memory import estimate_for_config
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 QWEN_CONFIGS = [p for p in CONFIGS if p.name.startswith("qwen2.5-")]
-SCRIPTS = [REPO / "scripts" / name for name in ("train.sh", "slurm_train.sbatch", "gpu_smoke.sh")]
+SCRIPTS = [REPO / "scripts" / "launch" / name for name in ("train.sh", "slurm_train.sbatch", "gpu_smoke.sh")]
 # Versions that the CUDA builds of vllm / torch pin for themselves, so GPU and CPU stacks differ there.
 GPU_ONLY_PINS = {"torch", "triton", "apache-tvm-ffi"}
 
@@ -127,7 +127,7 @@ def test_scripts_parse_and_pass_shellcheck(script):
 
 
 def test_train_sh_dry_run_multi_node():
-    result = _run(["scripts/train.sh", "--dry-run", "--nnodes", "2", "--nproc", "8", "--rdzv-endpoint",
+    result = _run(["scripts/launch/train.sh", "--dry-run", "--nnodes", "2", "--nproc", "8", "--rdzv-endpoint",
                    "node0:29500", "--rdzv-id", "job7", "--config", "configs/qwen2.5-math-7b-math.yaml",
                    "run.seed=1", "run.output_dir=runs/a b"])
     assert result.returncode == 0, result.stderr
@@ -140,10 +140,10 @@ def test_train_sh_dry_run_multi_node():
 
 def test_train_sh_takes_the_rendezvous_from_the_environment():
     env = {"NNODES": "4", "NPROC_PER_NODE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "6000"}
-    result = _run(["scripts/train.sh", "--dry-run", "--config=configs/tiny-cpu.yaml"], env)
+    result = _run(["scripts/launch/train.sh", "--dry-run", "--config=configs/tiny-cpu.yaml"], env)
     assert result.returncode == 0, result.stderr
     assert "--nnodes 4 --nproc_per_node 2 --rdzv-backend c10d --rdzv-endpoint 10.0.0.1:6000" in result.stdout
-    single = _run(["scripts/train.sh", "--dry-run", "--nproc", "3", "--config", "configs/tiny-cpu.yaml"])
+    single = _run(["scripts/launch/train.sh", "--dry-run", "--nproc", "3", "--config", "configs/tiny-cpu.yaml"])
     assert "--nnodes 1 --nproc_per_node 3 --standalone -m grpo_train" in single.stdout
 
 
@@ -154,13 +154,13 @@ def test_train_sh_takes_the_rendezvous_from_the_environment():
     (["--config", "x.yaml", "--nproc"], "--nproc needs a value"),
 ])
 def test_train_sh_rejects_bad_arguments(args, message):
-    result = _run(["scripts/train.sh", "--dry-run", *args])
+    result = _run(["scripts/launch/train.sh", "--dry-run", *args])
     assert result.returncode == 2 and message in result.stderr
 
 
 def test_train_sh_under_torchrun_with_two_ranks():
     # Real torchrun (c10d rendezvous on localhost), two processes; --print-config exits before any GPU work.
-    result = _run(["scripts/train.sh", "--nproc", "2", "--config", "configs/tiny-cpu.yaml", "--gpu-gib", "80",
+    result = _run(["scripts/launch/train.sh", "--nproc", "2", "--config", "configs/tiny-cpu.yaml", "--gpu-gib", "80",
                    "run.seed=7"], timeout=120)
     assert result.returncode == 0, result.stderr
     assert len(re.findall(r"\bseed: 7\b", result.stdout)) == 2  # one resolved config per rank
@@ -177,18 +177,18 @@ def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
         (tmp_path / tool).chmod(0o755)
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "4242",
            "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"}
-    result = _run(["bash", "scripts/slurm_train.sbatch", "--dry-run", "--config",
+    result = _run(["bash", "scripts/launch/slurm_train.sbatch", "--dry-run", "--config",
                    "configs/qwen2.5-math-7b-math.yaml"], env)
     assert result.returncode == 0, result.stderr
     assert ("--nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint gpu-a01:29500 --rdzv-id 4242 "
             "-m grpo_train --config configs/qwen2.5-math-7b-math.yaml") in result.stdout
-    directives = re.findall(r"^#SBATCH (--[a-z-]+)=", (REPO / "scripts/slurm_train.sbatch").read_text(), re.M)
+    directives = re.findall(r"^#SBATCH (--[a-z-]+)=", (REPO / "scripts/launch/slurm_train.sbatch").read_text(), re.M)
     assert {"--nodes", "--ntasks-per-node", "--gpus-per-node"} <= set(directives)
     # A requeued job runs the same command again: it continues its run (run.resume=auto) unless told otherwise.
-    assert re.search(r"^#SBATCH --requeue$", (REPO / "scripts/slurm_train.sbatch").read_text(), re.M)
+    assert re.search(r"^#SBATCH --requeue$", (REPO / "scripts/launch/slurm_train.sbatch").read_text(), re.M)
     assert result.stdout.split()[-1] == "run.resume=auto"
-    told = _run(["bash", "scripts/slurm_train.sbatch", "--dry-run", "--config", "configs/qwen2.5-math-7b-math.yaml",
-                 "run.overwrite=true"], env)
+    told = _run(["bash", "scripts/launch/slurm_train.sbatch", "--dry-run", "--config",
+                 "configs/qwen2.5-math-7b-math.yaml", "run.overwrite=true"], env)
     assert told.returncode == 0 and "run.resume" not in told.stdout and "run.overwrite=true" in told.stdout
 
 

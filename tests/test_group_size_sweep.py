@@ -1,4 +1,4 @@
-"""scripts/group_size_sweep.py: the statistics and bookkeeping around the training runs (the runs themselves
+"""scripts/studies/group_size_sweep.py: the statistics and bookkeeping around the training runs (the runs themselves
 are the trainer's, tested in test_trainer)."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "studies"))
 
 import group_size_sweep  # noqa: E402
 

@@ -1,6 +1,6 @@
-"""scripts/build_kit.py against a fake package index in a tmp folder (no network): tiny generated wheels for a fake
-grpo_train, DeepSpeed, their dependencies and a few base packages (torch, transformers, sympy, nvidia-*), each with
-the Requires-Dist lines below. Checks which wheels land in the kit, MANIFEST.json, --max-mib and --out's guards.
+"""scripts/maint/build_kit.py against a fake package index in a tmp folder (no network): tiny generated wheels for a
+fake grpo_train, DeepSpeed, their dependencies and a few base packages (torch, transformers, sympy, nvidia-*), each
+with the Requires-Dist lines below. Checks which wheels land in the kit, MANIFEST.json, --max-mib and --out's guards.
 Each builder run is ~3 pip calls on local files (a few seconds)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-BUILDER = REPO / "scripts" / "build_kit.py"
+BUILDER = REPO / "scripts" / "maint" / "build_kit.py"
 
 # name, version, Requires-Dist. Base packages (torch, transformers, sympy, filelock, nvidia-*) pull in
 # cuda-bindings and httpx: those must stay out of the kit, as the image ships its base's dependencies.

@@ -374,7 +374,7 @@ def test_a_batch_of_only_zero_advantages_makes_one_empty_pass_and_leaves_the_wei
 def test_skipping_zero_advantage_rows_under_two_ranks_gives_the_same_step(tmp_path):
     # ~30 s: rank 0 has nothing to train and makes one zero-scaled pass; without it, rank 1's gradient
     # reduction would wait for rank 0 forever.
-    script = Path(__file__).with_name("dist_learner_skip.py")
+    script = Path(__file__).parent / "drivers" / "dist_learner_skip.py"
     cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2", str(script),
            str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -1,6 +1,7 @@
 """The learner's gradient for every loss variant and correction equals the naive per-sequence implementation
-(naive_losses.py) run on a plain transformers model, under ZeRO 0-3, micro-batch splits and (slow test) two ranks;
-the logged loss and statistics are those of the whole batch; dropout does not move the importance ratio."""
+(tests/reference/naive_losses.py) run on a plain transformers model, under ZeRO 0-3, micro-batch splits and (slow
+test) two ranks; the logged loss and statistics are those of the whole batch; dropout does not move the importance
+ratio."""
 
 import json
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from naive_losses import naive_loss
+from reference.naive_losses import naive_loss
 
 from grpo_train.config import load_config
 from grpo_train.learner import Learner, clip_range, make_update_batch
@@ -160,7 +161,7 @@ def test_model_dropout_is_off_so_the_ratio_starts_at_one(tiny_path, tmp_path):
 def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tmp_path):
     """~60 s. Each rank updates on its half of the batch: the logged loss and statistics are the one-rank values of
     the whole batch (the review found the loss logged as 1/N of it), the gradient the naive one."""
-    script = Path(__file__).with_name("dist_learner_losses.py")
+    script = Path(__file__).parent / "drivers" / "dist_learner_losses.py"
     cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node", "2", str(script),
            str(tmp_path), *DIST_CASES]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -2,10 +2,9 @@
 
 import logging
 import os
-import re
-from pathlib import Path
 
 import pytest
+from helpers.metrics_doc import undocumented_metrics
 
 from grpo_train.config import load_config
 from grpo_train.metrics import KNOWN_HARMLESS, MetricsLogger, configure_library_logs
@@ -104,35 +103,6 @@ def test_a_bad_level_in_the_environment_is_named(library_logging, monkeypatch):
     monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "loud")
     with pytest.raises(ConfigError, match="GRPO_TRAIN_LOG_LEVEL: 'loud' is not one of warning, info, debug"):
         configure_library_logs("warning")
-
-
-METRICS_DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
-
-
-def documented_metric_patterns() -> list[re.Pattern]:
-    """docs/metrics.md's tables name keys in backticks in their first column: `<placeholder>` parts, `/x` siblings
-    (replacing the previous key's last part) and `_low`-style suffixes (added to each key of the cell)."""
-    patterns = []
-    page = METRICS_DOC.read_text()
-    for row in page[:page.index("## `samples.jsonl`")].splitlines():  # the metrics' tables, not samples.jsonl's
-        if not row.startswith("| `"):
-            continue
-        names: list[str] = []
-        for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
-            if name.startswith("/"):
-                names.append(names[-1].rsplit("/", 1)[0] + name)
-            elif name.startswith("_"):
-                names += [n + name for n in names if not n.endswith(("_low", "_high"))]
-            else:
-                names.append(name)
-        patterns += [re.compile("[^/]+".join(map(re.escape, re.split(r"<[^>]+>", n)))) for n in names]
-    return patterns
-
-
-def undocumented_metrics(keys) -> list[str]:
-    """The keys docs/metrics.md does not list."""
-    patterns = documented_metric_patterns()
-    return sorted(k for k in keys if not any(p.fullmatch(k) for p in patterns))
 
 
 def test_the_metrics_page_matches_names_and_placeholders():

@@ -1,4 +1,4 @@
-"""ZeRO-3 weight sync under `torchrun --nproc_per_node 2` (gloo, CPU): runs tests/dist_zero3_sync.py.
+"""ZeRO-3 weight sync under `torchrun --nproc_per_node 2` (gloo, CPU): runs tests/drivers/dist_zero3_sync.py.
 
 Each rank trains tiny-qwen2 under ZeRO-3 with every parameter partitioned, runs its own colocated vLLM
 engine (external_launcher), and pushes `hf_weights(engine.module)` (grpo_train/weights.py) into it; then the same for a
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).with_name("dist_zero3_sync.py")
+SCRIPT = Path(__file__).parent / "drivers" / "dist_zero3_sync.py"
 
 
 @pytest.mark.slow

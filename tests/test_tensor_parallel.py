@@ -1,5 +1,5 @@
 """rollout.tensor_parallel_size > 1: which prompts each rank generates and keeps (EngineRanks, pure), a real
-tensor-parallel vLLM engine over two torchrun ranks on CPU (tests/dist_tensor_parallel.py), and a training run
+tensor-parallel vLLM engine over two torchrun ranks on CPU (tests/drivers/dist_tensor_parallel.py), and a training run
 with it."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _torchrun(args: list[str], timeout: int = 600) -> subprocess.CompletedProces
 
 @pytest.mark.slow
 def test_two_ranks_run_one_tensor_parallel_engine(tmp_path):
-    _torchrun([str(REPO / "tests" / "dist_tensor_parallel.py"), str(tmp_path)])
+    _torchrun([str(REPO / "tests" / "drivers" / "dist_tensor_parallel.py"), str(tmp_path)])
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["group"] for r in ranks] == [[0, 0, 2, 1], [0, 1, 2, 1]]
     # One engine: both ranks get the same completions of the same 4 prompts x 3, and they are the model's.

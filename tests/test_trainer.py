@@ -5,15 +5,15 @@ Each run is a subprocess (`python -m grpo_train` or torchrun), exactly as a user
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.metrics_doc import undocumented_metrics
+from helpers.runs import TINY, rows, run, run_env, train_rows
 from safetensors.torch import load_file
-from test_metrics import undocumented_metrics
 
 from grpo_train.config import load_config
 from grpo_train.data import load_problems
@@ -21,34 +21,11 @@ from grpo_train.metrics import KNOWN_HARMLESS
 from grpo_train.models import resolve_model
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "configs" / "tiny-cpu.yaml"
 KEYS = ["reward/mean", "reward/std", "reward/accuracy", "reward/fn/length_penalty", "reward/zero_variance",
         "reward/timeout", "train/completion_len_mean", "train/completion_len_max", "train/truncated", "train/kl",
         "train/clip_frac_low", "train/clip_frac_high", "train/ratio_mean", "train/entropy", "train/grad_norm",
         "train/lr", "train/loss", "perf/rollout_s", "perf/reward_s", "perf/logprobs_s", "perf/update_s",
         "perf/sync_s", "perf/rollout_tokens_per_s"]
-
-
-def run_env() -> dict[str, str]:
-    # A learner test in this pytest process may have set these for its own world of one; a child run must
-    # pick its own (or torchrun's), not collide on the same MASTER_PORT.
-    inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-    return {k: v for k, v in os.environ.items() if k not in inherited} | {"PYTHONUNBUFFERED": "1"}
-
-
-def run(args: list[str], launcher: list[str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    cmd = (launcher or [sys.executable]) + ["-m", "grpo_train", *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=timeout, env=run_env())
-    assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
-    return out
-
-
-def rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def train_rows(run_dir: Path) -> list[dict]:
-    return [r for r in rows(run_dir) if "train/loss" in r]
 
 
 def test_tiny_run_single_process_zero2(tmp_path):

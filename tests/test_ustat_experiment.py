@@ -1,4 +1,4 @@
-"""scripts/ustat_experiment.py: its settings, and a 2-step run of three settings on the tiny model (real trainer
+"""scripts/studies/ustat_experiment.py: its settings, and a 2-step run of three settings on the tiny model (real trainer
 runs through the CLI), summarised, then rerun without training anything (the finished runs are skipped)."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "studies"))
 from ustat_experiment import setting_overrides  # noqa: E402
 
 
@@ -30,8 +30,9 @@ def test_tiny_experiment_runs_reports_and_resumes(tmp_path):
     out = tmp_path / "exp"
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    command = [sys.executable, str(REPO / "scripts" / "ustat_experiment.py"), "--config", "configs/tiny-cpu.yaml",
-               "--budget", "8", "--settings", "G4,auto,dapo-G4", "--seeds", "0", "--out", str(out),
+    command = [sys.executable, str(REPO / "scripts" / "studies" / "ustat_experiment.py"),
+               "--config", "configs/tiny-cpu.yaml", "--budget", "8", "--settings", "G4,auto,dapo-G4", "--seeds", "0",
+               "--out", str(out),
                "run.steps=2", "run.eval_size=4", "run.samples_every=0", "algorithm.kl_coef=0",
                "algorithm.dynamic_sampling_max_rounds=1", "reward.functions=[]"]  # no length reward: no mixed group
     first = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200, env=env)

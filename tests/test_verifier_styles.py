@@ -5,7 +5,7 @@ generated model styles (2026-11-26): before these rules every response of the fi
 """
 
 import pytest
-from hang_guard import assert_linear
+from helpers.hang_guard import assert_linear
 
 from grpo_train.verifier import judge_with_timeout
 from grpo_train.verifier.hedge import stated_value

@@ -1,6 +1,6 @@
 """Collect the benchmark results of `make bench` into bench/results.json and a readable table, bench/results.md.
 
-    .venv/bin/python scripts/bench_report.py          # after the bench_*.py scripts (make bench runs it last)
+    .venv/bin/python scripts/bench/bench_report.py    # after the bench_*.py scripts (make bench runs it last)
 
 Reads what each benchmark wrote (bench/verifier.json, rollout.json, step.json, step-2proc.json, profile.json,
 trl.json); a missing file is reported as not run, never filled in. Prints the table and checks the goals of the
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench_step import yardstick_text  # the producer of step.json words its own figures
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",
          "profile": "profile.json", "trl": "trl.json", "step_ustat": "step-ustat.json"}
 GOAL_STEP_RATIO = 0.5  # ours / TRL
@@ -86,7 +86,7 @@ def projection_lines(projection: dict) -> list[str]:
             *[_row(k.removesuffix("_s"), f"{v:.1f}") for k, v in phases.items()],
             _row("**step**", f"**{projection['step_s']:.1f}**"), "",
             f"Projected: **{projection['completion_tokens_per_s_per_gpu']:.0f} completion tokens/s per GPU** "
-            f"(a PROJECTION from the formulas in scripts/bench_report.py, not a measurement).", ""]
+            f"(a PROJECTION from the formulas in scripts/bench/bench_report.py, not a measurement).", ""]
 
 
 def load_parts(folder: Path) -> dict[str, dict]:

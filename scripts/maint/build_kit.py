@@ -2,9 +2,9 @@
 of a CUDA PyTorch image (issue #40). Run it where PyPI is reachable, with the project's venv (DeepSpeed's wheel is
 built here and its setup.py imports torch):
 
-    .venv/bin/python scripts/build_kit.py --out kit                     # learner: rollouts with rollout.engine=hf
-    .venv/bin/python scripts/build_kit.py --flavour full --out kit-full  # + CUDA vLLM, the `gpu` extra
-    .venv/bin/python scripts/build_kit.py --python 3.11 --base pillow --out kit311
+    .venv/bin/python scripts/maint/build_kit.py --out kit  # learner: rollouts with rollout.engine=hf
+    .venv/bin/python scripts/maint/build_kit.py --flavour full --out kit-full  # + CUDA vLLM, the `gpu` extra
+    .venv/bin/python scripts/maint/build_kit.py --python 3.11 --base pillow --out kit311
 
 then, on the target (the kit's INSTALL.txt says the same):
 
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # What a CUDA PyTorch image ships (pytorch/pytorch's, NGC's, the GPU machines' 'cuda' image): torch and its own
 # dependencies, the Hugging Face core (transformers, tokenizers, hub, safetensors, accelerate, peft), and common
 # utilities. The kit leaves these out; the image must have them at versions grpo_train accepts (pip says which

@@ -1,8 +1,8 @@
 """Paper Fig. 5 / Table 2 at small scale: train with each G at a fixed budget B * G; held-out accuracy.
 
-    .venv/bin/python scripts/group_size_sweep.py --config configs/advisor-smollm2.yaml --budget 16 \\
+    .venv/bin/python scripts/studies/group_size_sweep.py --config configs/advisor-smollm2.yaml --budget 16 \\
         --group-sizes 2,4,8,16 --seeds 0,1,2
-    .venv/bin/python scripts/group_size_sweep.py --config configs/tiny-cpu.yaml --budget 8 \\
+    .venv/bin/python scripts/studies/group_size_sweep.py --config configs/tiny-cpu.yaml --budget 8 \\
         --group-sizes 2,4 --seeds 0 --advisor-json none run.steps=2      # plumbing check, tiny model
 
 Zhou et al. 2026, Section 5.2: at a fixed number of sampled completions per step N = B * G, the group size
@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 from grpo_train.metrics import METRICS_FILE, read_jsonl  # noqa: E402
 
 # Two-sided 95% Student-t quantiles by degrees of freedom (no scipy in the stack).

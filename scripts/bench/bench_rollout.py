@@ -1,7 +1,7 @@
 """Benchmark: rollout throughput of VLLMEngine against HFEngine, and the cost of one weight sync.
 
     make bench                                   # runs this among the benchmarks
-    .venv/bin/python scripts/bench_rollout.py --prompts 32 --group-size 8 --max-tokens 128
+    .venv/bin/python scripts/bench/bench_rollout.py --prompts 32 --group-size 8 --max-tokens 128
 
 On SmolLM2-135M-Instruct (`--dtype`; by default bf16 where bf16 matmuls are native, else fp32, as the demo),
 both engines generate the same rollout batch: `--prompts` chat-templated arithmetic questions x `--group-size`
@@ -24,13 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 from grpo_train.config import auto_precision  # noqa: E402
 from grpo_train.models import SMOLLM2, resolve_model  # noqa: E402
 from grpo_train.rollout import HFEngine, SamplingSpec, VLLMEngine, rollout_seed  # noqa: E402
 from grpo_train.weights import hf_weights  # noqa: E402
 
-OUT = Path(__file__).resolve().parents[1] / "bench" / "rollout.json"
+OUT = Path(__file__).resolve().parents[2] / "bench" / "rollout.json"
 
 
 def chat_prompts(tokenizer, count: int) -> list[list[int]]:

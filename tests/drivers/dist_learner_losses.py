@@ -1,7 +1,7 @@
 """Two ranks, each updating on its half of tests/test_learner_losses.py's batch, for the cases named on the command
 line. Driven by tests/test_learner_losses.py; by hand:
 
-    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/dist_learner_losses.py /tmp/losses_out gspo_stage1
+    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/drivers/dist_learner_losses.py /tmp/losses_out gspo_stage1
 
 Each rank writes OUT/{case}-rank{r}.json (the update's logged statistics); rank 0 writes OUT/{case}-grad.pt, the
 gradient recovered from the exact first Adam step (test_learner_losses.recovered_gradient).
@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 
 import torch
-from test_learner_losses import case_cfg, full_batch, recovered_gradient, trainable
 
 from grpo_train.distributed import init_distributed
 from grpo_train.learner import Learner
 from grpo_train.models import resolve_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as under pytest: the test module it drives
+from test_learner_losses import case_cfg, full_batch, recovered_gradient, trainable  # noqa: E402
 
 
 def main(out_dir: Path, cases: list[str]) -> None:

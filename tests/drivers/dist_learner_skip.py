@@ -2,7 +2,7 @@
 zero-scaled padding pass), rank 1's do not; the step must not hang and must equal the step without
 skipping. Driven by tests/test_learner.py; by hand:
 
-    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/dist_learner_skip.py /tmp/skip_out
+    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/drivers/dist_learner_skip.py /tmp/skip_out
 
 Each rank writes OUT/rank{r}.json; the pytest side asserts on it.
 """

@@ -7,12 +7,12 @@
 #      before the push (so the check would catch a sync that did nothing).
 # Prints PASS or FAIL and exits 0 or 1.
 #
-#   scripts/gpu_smoke.sh                      # uses $PYTHON, else .venv/bin/python, else python3
-#   scripts/gpu_smoke.sh rollout.gpu_memory_utilization=0.2   # extra overrides for both parts
+#   scripts/launch/gpu_smoke.sh                                     # uses $PYTHON, else .venv/bin/python, else python3
+#   scripts/launch/gpu_smoke.sh rollout.gpu_memory_utilization=0.2  # extra overrides for both parts
 # GPU_SMOKE_ALLOW_CPU=1 skips the CUDA check, to test this script itself on a CPU machine.
 set -uo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 python=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}
 out=$(mktemp -d -t grpo_gpu_smoke.XXXXXX)
 overrides=(model.dtype=bfloat16 learner.precision=bf16 rollout.enable_sleep_mode=true "$@")
@@ -20,7 +20,7 @@ fail() {
   echo "gpu_smoke: FAIL: $1 (outputs in $out)"
   # On GPUs vLLM runs its V2 model runner; our CPU tests exercise V1 (the CPU has no Triton, so vLLM falls back).
   echo "gpu_smoke: if the traceback is inside vLLM's model runner (vllm/v1/worker/gpu/), retry with vLLM's V1" \
-       "runner: VLLM_USE_V2_MODEL_RUNNER=0 scripts/gpu_smoke.sh (docs/gpu-and-clusters.md)"
+       "runner: VLLM_USE_V2_MODEL_RUNNER=0 scripts/launch/gpu_smoke.sh (docs/gpu-and-clusters.md)"
   exit 1
 }
 

@@ -1,7 +1,7 @@
 """Paper Fig. 4 on a real model: MSE of the vanilla, GRPO-type and oracle policy-gradient estimators vs G.
 
-    .venv/bin/python scripts/gradient_mse.py                                  # SmolLM2-135M, both templates
-    .venv/bin/python scripts/gradient_mse.py --templates fewshot --prompts 8 --samples 32   # a quick look
+    .venv/bin/python scripts/studies/gradient_mse.py  # SmolLM2-135M, both templates
+    .venv/bin/python scripts/studies/gradient_mse.py --templates fewshot --prompts 8 --samples 32  # a quick look
 
 Zhou et al. 2026, Section 5.1: on synthetic integer arithmetic, the GRPO-type estimator's MSE lies between
 the vanilla REINFORCE estimator's and that of an oracle that knows the value V(q), and approaches the
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 from grpo_train.config import load_config  # noqa: E402
 from grpo_train.models import resolve_model  # noqa: E402
 from grpo_train.ustat.advisor import PROJECTIONS, ScoreProjector, completion_scores, sample_groups  # noqa: E402

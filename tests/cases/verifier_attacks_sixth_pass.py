@@ -1,18 +1,18 @@
-"""The adversarial suite's sixth pass (tests/verifier_attacks.py holds the first two passes and the helpers,
-tests/verifier_attacks_third_pass.py the third and fourth, tests/verifier_attacks_fifth_pass.py the fifth): qualifier
-words the lists missed, values offered in later sentences and lines in other wordings and decorations, words and
-brackets after a box in markdown, HTML or full-width spelling, Cyrillic look-alike letters, negated names and number
-words of other languages on an equation's left side, content a page does not render, digits apart with a Unicode or
-LaTeX space, signs in a fraction, golds that divide by zero or hold a placeholder, a function of a huge power. Each
-attack comes with the correct neighbours its rule must keep. One category is new:
+"""The adversarial suite's sixth pass (tests/cases/verifier_attacks.py holds the first two passes and the helpers,
+tests/cases/verifier_attacks_third_pass.py the third and fourth, tests/cases/verifier_attacks_fifth_pass.py the
+fifth): qualifier words the lists missed, values offered in later sentences and lines in other wordings and
+decorations, words and brackets after a box in markdown, HTML or full-width spelling, Cyrillic look-alike letters,
+negated names and number words of other languages on an equation's left side, content a page does not render, digits
+apart with a Unicode or LaTeX space, signs in a fraction, golds that divide by zero or hold a placeholder, a function
+of a huge power. Each attack comes with the correct neighbours its rule must keep. One category is new:
   rate    a rate on the answer ("5 per day", "5 apiece") where the question asks for an amount
-Used through `CASES` below (all six passes) by tests/test_verifier_attacks.py and scripts/bench_verifier.py.
+Used through `CASES` below (all six passes) by tests/test_verifier_attacks.py and scripts/bench/bench_verifier.py.
 """
 
 from __future__ import annotations
 
-from verifier_attacks import Case, _box, _cases
-from verifier_attacks_fifth_pass import CASES as EARLIER_CASES
+from cases.verifier_attacks import Case, _box, _cases
+from cases.verifier_attacks_fifth_pass import CASES as EARLIER_CASES
 
 APPLES = "How many apples does Tom have?"
 BUYS = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"

@@ -2,7 +2,7 @@
 external launcher, gloo), as consecutive GPU ranks do with rollout.tensor_parallel_size=2. Driven by
 tests/test_tensor_parallel.py; by hand:
 
-    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/dist_tensor_parallel.py /tmp/tp_out
+    .venv/bin/torchrun --standalone --nproc_per_node 2 tests/drivers/dist_tensor_parallel.py /tmp/tp_out
 
 Each rank writes OUT/rank{r}.json with what it measured; the pytest side asserts on it. The reference for
 vLLM's log-probs is tiny-qwen2 in transformers (fp32), teacher-forced on vLLM's own completions.

@@ -2,7 +2,7 @@
 then each rank's colocated vLLM engine receives the gathered weights. Driven by tests/test_rollout_zero3.py;
 by hand:
 
-    .venv/bin/torchrun --nproc_per_node 2 tests/dist_zero3_sync.py /tmp/zero3_out
+    .venv/bin/torchrun --nproc_per_node 2 tests/drivers/dist_zero3_sync.py /tmp/zero3_out
 
 Each rank writes OUT/rank{r}.json with what it measured; the pytest side asserts on it.
 """

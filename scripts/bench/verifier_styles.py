@@ -1,7 +1,7 @@
 """Correct answers written the way models write them, over every GSM8K test item and MATH-500 problem: how many
 the verifier scores 0, per style. A false-negative check beside the adversarial suite (docs/verifier.md#model-styles).
 
-    .venv/bin/python scripts/verifier_styles.py [--data ../shared/data] [--show 2]
+    .venv/bin/python scripts/bench/verifier_styles.py [--data ../shared/data] [--show 2]
 
 Each style takes the item's reference solution and ends it as a model does: MetaMath's "The answer is: N" after a
 statement that is a calculation, a "####" line after one, Llama's step headings, an "Answer:" heading over the
@@ -69,7 +69,7 @@ def math_styles(item: dict) -> list[tuple[str, str]]:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data"),
                         help="the folder with gsm8k_test.jsonl and math500_test.jsonl")
     parser.add_argument("--show", type=int, default=0, help="print this many refused responses per style")
     return parser

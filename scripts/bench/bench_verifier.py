@@ -1,7 +1,7 @@
 """Benchmark: our verifier against Math-Verify alone, on the public labelled cases and on our adversarial suite.
 
-    make bench-verifier                      # = .venv/bin/python scripts/bench_verifier.py
-    .venv/bin/python scripts/bench_verifier.py --workers 2 --timeout 5 --gsm8k-repeats 20
+    make bench-verifier                      # = .venv/bin/python scripts/bench/bench_verifier.py
+    .venv/bin/python scripts/bench/bench_verifier.py --workers 2 --timeout 5 --gsm8k-repeats 20
 
 Reports, for ../shared/data/verifier_cases_public.jsonl (610 cases, scored with their problem text where
 they have it, as training scores them):
@@ -12,7 +12,7 @@ they have it, as training scores them):
     pool lives for the whole run), the baseline in this single process. Both are timed in the same
     run, in alternating slices (one pass over the GSM8K cases; 50 MATH cases), so that both see the
     same load from other jobs on the machine.
-and, for the adversarial suite tests/verifier_attacks.py + verifier_attacks_third_pass.py (through the same pool):
+and, for the adversarial suite tests/cases/verifier_attacks.py + verifier_attacks_third_pass.py (through the same pool):
   - false positives (a reward for an attack), false negatives among its correct responses, and bad golds
     not reported as status "error";
   - the time per item on its cost inputs ((99!)!, 9^{99!}, 190 nested parentheses, ...): each scored once
@@ -38,15 +38,15 @@ from pathlib import Path
 
 from math_verify import parse, verify
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the adversarial suite
-from verifier_attacks_sixth_pass import CASES as ATTACKS  # noqa: E402  (all six passes)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the adversarial suite, tests/cases/
+from cases.verifier_attacks_sixth_pass import CASES as ATTACKS  # noqa: E402  (all six passes)
 
 from grpo_train.rewards.pool import VerifierPool, VerifyItem, status_counts  # noqa: E402
 from grpo_train.verifier import judge_with_timeout, warm_up  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-OUT = Path(__file__).resolve().parents[1] / "bench" / "verifier.json"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+OUT = Path(__file__).resolve().parents[2] / "bench" / "verifier.json"
 
 
 def score_counts(predicted: list[bool], cases: list[dict]) -> dict:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The offline install kit end to end on this machine (docs/gpu-and-clusters.md#offline-install-kit-a-gpu-node-without-network-or-a-cuda-image-without-vllm):
-#   1. build a learner kit for this machine's Python (scripts/build_kit.py);
+#   1. build a learner kit for this machine's Python (scripts/maint/build_kit.py);
 #   2. make a fresh venv holding only the kit's assumed base packages (torch, transformers, ... at docker/cpu.lock's
 #      versions, with their own dependencies, from the index): the stand-in for a CUDA image;
 #   3. install grpo_train from the kit with no index and no pip configuration (`--no-index`, PIP_CONFIG_FILE=/dev/null);
@@ -8,10 +8,10 @@
 #      checkout (so the installed package runs, not this one).
 # Prints PASS with the times, or FAIL naming the step; ~4-6 min on 2 cores (the base install is most of it).
 #
-#   scripts/kit_offline_check.sh [WORKDIR]     # WORKDIR: a new folder (default: a fresh temporary one)
+#   scripts/maint/kit_offline_check.sh [WORKDIR]     # WORKDIR: a new folder (default: a fresh temporary one)
 set -uo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 python=${PYTHON:-$repo/.venv/bin/python}
 work=${1:-$(mktemp -d -t grpo_kit_check.XXXXXX)}
 if [[ -e $work && -n $(ls -A "$work" 2>/dev/null) ]]; then
@@ -23,14 +23,14 @@ seconds() { echo $(( $(date +%s) - $1 )); }
 version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 
 t0=$(date +%s)
-"$python" "$repo/scripts/build_kit.py" --python "$version" --out "$work/kit" > "$work/build.log" 2>&1 \
+"$python" "$repo/scripts/maint/build_kit.py" --python "$version" --out "$work/kit" > "$work/build.log" 2>&1 \
   || fail "building the kit, see $work/build.log"
 build_s=$(seconds "$t0")
 
 t0=$(date +%s)
 base=$("$python" -c "
 import importlib.util, sys
-spec = importlib.util.spec_from_file_location('build_kit', '$repo/scripts/build_kit.py')
+spec = importlib.util.spec_from_file_location('build_kit', '$repo/scripts/maint/build_kit.py')
 kit = importlib.util.module_from_spec(spec); spec.loader.exec_module(kit)
 pins = kit.read_pins(kit.REPO / 'docker' / 'cpu.lock')
 print(' '.join(f'{n}=={pins[kit.canonical(n)]}' for n in kit.ASSUMED_BASE if kit.canonical(n) in pins and n != 'triton'))")

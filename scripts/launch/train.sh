@@ -3,9 +3,9 @@
 # learner. Launcher options come first; everything else (--config F, key=value overrides, --print-config)
 # goes to `python -m grpo_train` unchanged.
 #
-#   scripts/train.sh --nproc 8 --config configs/qwen2.5-math-7b-math.yaml run.seed=1        # one node
-#   scripts/train.sh --nnodes 2 --nproc 8 --rdzv-endpoint node0:29500 --config F            # on every node
-#   scripts/train.sh --dry-run --nproc 2 --config configs/tiny-cpu.yaml                     # print, don't run
+#   scripts/launch/train.sh --nproc 8 --config configs/qwen2.5-math-7b-math.yaml run.seed=1  # one node
+#   scripts/launch/train.sh --nnodes 2 --nproc 8 --rdzv-endpoint node0:29500 --config F      # on every node
+#   scripts/launch/train.sh --dry-run --nproc 2 --config configs/tiny-cpu.yaml               # print, don't run
 #
 # Options (environment fallbacks in brackets):
 #   --nproc N              processes on this node [NPROC_PER_NODE; default: visible GPUs, else 1]
@@ -16,7 +16,7 @@
 # The interpreter is $PYTHON, else the repo's .venv/bin/python, else python3.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 nproc=${NPROC_PER_NODE:-}
 nnodes=${NNODES:-1}
 endpoint=${RDZV_ENDPOINT:-}

@@ -1,7 +1,7 @@
 """Write docs/configuration.md, the reference of every config key, from the dataclasses themselves.
 
-    .venv/bin/python scripts/config_docs.py            # regenerate the page after changing grpo_train/config_schema.py
-    .venv/bin/python scripts/config_docs.py --check    # exit 1 if the page is stale (tests/test_docs.py does the same)
+    .venv/bin/python scripts/maint/config_docs.py          # regenerate the page after changing config_schema.py
+    .venv/bin/python scripts/maint/config_docs.py --check  # exit 1 if the page is stale (as tests/test_docs.py checks)
 
 Every key's type, default and one-line doc come from grpo_train/config_schema.py (the `_f(default, doc)` fields),
 the presets' table from config_schema.PRESETS, the table of TRL's and verl's names from config.ALIASES (which also
@@ -18,13 +18,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from grpo_train.config import ALIASES, PRESETS, Config  # noqa: E402
 
 PAGE = ROOT / "docs" / "configuration.md"
-COMMAND = ".venv/bin/python scripts/config_docs.py"
+COMMAND = ".venv/bin/python scripts/maint/config_docs.py"
 
 INTRO = f"""# Configuration reference
 

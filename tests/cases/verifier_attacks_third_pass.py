@@ -1,12 +1,12 @@
-"""The adversarial suite's third pass (tests/verifier_attacks.py holds the first two and the helpers): what a policy
-finds next once the earlier rules hold, each attack with the correct neighbours its rule must keep. Same Case rows and
-categories; used through `CASES` below by tests/test_verifier_attacks.py and scripts/bench_verifier.py.
+"""The adversarial suite's third pass (tests/cases/verifier_attacks.py holds the first two and the helpers): what a
+policy finds next once the earlier rules hold, each attack with the correct neighbours its rule must keep. Same Case
+rows and categories; used through `CASES` below by tests/test_verifier_attacks.py and scripts/bench/bench_verifier.py.
 """
 
 from __future__ import annotations
 
-from verifier_attacks import CASES as EARLIER_CASES
-from verifier_attacks import Case, _box, _cases
+from cases.verifier_attacks import CASES as EARLIER_CASES
+from cases.verifier_attacks import Case, _box, _cases
 
 THIRD_PASS: list[Case] = [
     # ------------------------------------------------------------------------------------------------

@@ -1,18 +1,18 @@
-"""The adversarial suite's fifth pass (tests/verifier_attacks.py holds the first two passes and the helpers,
-tests/verifier_attacks_third_pass.py the third and fourth): scale words and units, comments and footnotes, values put
-beside the answer on a later line or joined to its box, unfinished numbers, digits apart and Unicode signs. Each attack
-comes with the correct neighbours its rule must keep. Three categories are new:
+"""The adversarial suite's fifth pass (tests/cases/verifier_attacks.py holds the first two passes and the helpers,
+tests/cases/verifier_attacks_third_pass.py the third and fourth): scale words and units, comments and footnotes,
+values put beside the answer on a later line or joined to its box, unfinished numbers, digits apart and Unicode signs.
+Each attack comes with the correct neighbours its rule must keep. Three categories are new:
   scale   a word or suffix that scales the number, compares or carries out an operation ("5 thousand", "5 dozen",
           "5 more", "5 squared")
   unit    a unit of the kind the problem asks in, but another unit ("5 minutes" for "How many hours")
   operand the box as a part of a larger expression ("$\\boxed{5}^2$", "$-\\boxed{5}$", "$\\frac{\\boxed{5}}{2}$")
-Used through `CASES` below (all five passes) by tests/test_verifier_attacks.py and scripts/bench_verifier.py.
+Used through `CASES` below (all five passes) by tests/test_verifier_attacks.py and scripts/bench/bench_verifier.py.
 """
 
 from __future__ import annotations
 
-from verifier_attacks import Case, _box, _cases
-from verifier_attacks_third_pass import CASES as EARLIER_CASES
+from cases.verifier_attacks import Case, _box, _cases
+from cases.verifier_attacks_third_pass import CASES as EARLIER_CASES
 
 APPLES = "How many apples does Tom have?"
 

@@ -12,7 +12,7 @@ labelling conventions of ../shared/data/README.md give (True: the response is ri
   cost        inputs that would take SymPy seconds or hours: refused at once (timed by the benchmark)
   recall      correct answers that a stricter verifier could wrongly reject (false-negative checks)
 
-Used by tests/test_verifier_attacks.py and scripts/bench_verifier.py (false positives, false negatives
+Used by tests/test_verifier_attacks.py and scripts/bench/bench_verifier.py (false positives, false negatives
 and the p99 time per cost input). Not imported by the package.
 """
 

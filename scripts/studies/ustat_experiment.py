@@ -2,18 +2,19 @@
 `algorithm.group_size: auto` and dynamic sampling, several seeds, held-out greedy accuracy against steps, rollout
 tokens and wall time.
 
-    .venv/bin/python scripts/ustat_experiment.py                 # the demo at N = 32, 16 steps, 7 settings x 3 seeds
-    .venv/bin/python scripts/ustat_experiment.py --report-only   # summarise what --out holds
-    .venv/bin/python scripts/ustat_experiment.py --config configs/tiny-cpu.yaml --budget 8 --settings G4,auto,dapo-G4 \\
-        --seeds 0 run.steps=2 run.eval_size=4 run.eval_every=1      # plumbing check, tiny model
+    .venv/bin/python scripts/studies/ustat_experiment.py                # the demo at N = 32, 16 steps, 7 x 3 seeds
+    .venv/bin/python scripts/studies/ustat_experiment.py --report-only  # summarise what --out holds
+    .venv/bin/python scripts/studies/ustat_experiment.py --config configs/tiny-cpu.yaml --budget 8 \\
+        --settings G4,auto,dapo-G4 --seeds 0 run.steps=2 run.eval_size=4 run.eval_every=1  # plumbing check, tiny model
 
 Settings (`--settings`, default all): G<g> (fixed G = g, B = N / g prompts), auto (group_size auto at N, G chosen
 every algorithm.group_size_every steps by the online monitor), dapo-G<g> (DAPO dynamic sampling at G = g: extra
 prompts until B groups have mixed rewards) and auto-dapo. Every run has the U-statistic monitor on (ustat/ metrics:
 the fixed-G runs log the G* they would have chosen). Each (setting, seed) runs through the CLI like the group-size
-sweep (`scripts/group_size_sweep.py`'s runner: its own process, console in <run>/train.log, `run.resume=auto`), so
-an interrupted experiment continues where it stopped: a run whose final eval is logged is not run again, a run cut
-short resumes from its last checkpoint (set run.checkpoint_every to make that worth it). Runs go seed by seed.
+sweep (`scripts/studies/group_size_sweep.py`'s runner: its own process, console in <run>/train.log,
+`run.resume=auto`), so an interrupted experiment continues where it stopped: a run whose final eval is logged is not
+run again, a run cut short resumes from its last checkpoint (set run.checkpoint_every to make that worth it). Runs go
+seed by seed.
 
 Report (experiment.json, experiment.png in --out): per setting and eval step, the mean held-out accuracy over seeds
 with a 95% t-interval, the mean rollout tokens (drawn, dynamic sampling's extra rounds included) and wall time
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sweep's runner, beside this file
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 from group_size_sweep import eval_accuracy, mean_interval, run_training  # noqa: E402
 
 from grpo_train.metrics import METRICS_FILE, read_jsonl  # noqa: E402

@@ -72,8 +72,9 @@ def train(cfg: Config) -> Path:
         logger.print(run_dir_note)
     # Where to resume from, before anything loads: a bad run.resume fails in seconds; a finished run stops here.
     resume_from = checkpoint.resolve_resume(run_dir, cfg.run.resume)
-    if resume_from is not None and checkpoint.saved_step(resume_from) >= cfg.run.steps:
-        logger.print(f"the run in {run_dir} already finished at step {checkpoint.saved_step(resume_from)} "
+    saved_step = checkpoint.saved_step(resume_from) if resume_from is not None else None
+    if saved_step is not None and saved_step >= cfg.run.steps:
+        logger.print(f"the run in {run_dir} already finished at step {saved_step} "
                      f"(run.steps {cfg.run.steps}): nothing to train; raise run.steps to train further")
         logger.close()
         return run_dir

@@ -16,6 +16,8 @@ import ctypes
 import json
 import os
 import platform
+import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -142,6 +144,11 @@ def train_main(argv: list[str] | None = None) -> int:
     existed = Path(cfg.run.output_dir).exists()
     try:
         run_dir = train(cfg)
+    except KeyboardInterrupt:  # Ctrl-C: one line instead of the tracebacks of every library it went through
+        remove_if_left_empty(Path(cfg.run.output_dir), existed)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"grpo-train: {interrupt_line(cfg, args)}", file=sys.stderr, flush=True)
+        return 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped
     except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError) as err:
         # Bad input: one line naming the problem, no traceback; no empty run folder left behind.
         remove_if_left_empty(Path(cfg.run.output_dir), existed)
@@ -149,6 +156,34 @@ def train_main(argv: list[str] | None = None) -> int:
         return 2
     print(f"grpo-train: run finished; outputs in {run_dir}")
     return 0
+
+
+def interrupt_line(cfg, args: argparse.Namespace) -> str:
+    """`interrupted after step N; last complete checkpoint: PATH; resume with: COMMAND`. N is the last step
+    metrics.jsonl logged, COMMAND this command again with run.resume=auto (or, while the run folder holds no
+    checkpoint, the user's own run.resume=PATH), run.overwrite dropped: it cannot go with a resume."""
+    from grpo_train.checkpoint import find_resumable
+    from grpo_train.metrics import METRICS_FILE, read_jsonl
+
+    run_dir = Path(cfg.run.output_dir)
+    step = max((row["step"] for row in read_jsonl(run_dir / METRICS_FILE) if "step" in row), default=0)
+    last = find_resumable(run_dir, warn=False)
+    kept = [o for o in args.overrides if o.partition("=")[0].strip() not in ("run.resume", "run.overwrite")]
+    kept.append(f"run.resume={'auto' if last or cfg.run.resume in ('never', 'auto') else cfg.run.resume}")
+    if cfg.run.overwrite:  # set in the config file
+        kept.append("run.overwrite=false")
+    command = f"{_program()} {shlex.join(['--config', args.config, *kept])}"
+    return f"interrupted after step {step}; last complete checkpoint: {last or 'none'}; resume with: {command}"
+
+
+def _program() -> str:
+    """How this process was started, as a shell would start it again: grpo-train (by name when that is the one on
+    PATH), python -m grpo_train, or under a launcher (torchrun, scripts/launch/train.sh) a placeholder for it."""
+    if "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return "<the same launcher command> -m grpo_train"
+    if Path(sys.argv[0]).name == "grpo-train":
+        return "grpo-train" if shutil.which("grpo-train") == sys.argv[0] else shlex.quote(sys.argv[0])
+    return shlex.join([sys.executable, "-m", "grpo_train"])
 
 
 def _eval_parser() -> argparse.ArgumentParser:

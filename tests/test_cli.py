@@ -117,3 +117,39 @@ def test_a_bad_log_level_in_the_environment_fails_in_print_config(capsys, monkey
     monkeypatch.setenv("GRPO_TRAIN_LOG_LEVEL", "bogus")
     assert train_main(["--config", TINY, "--print-config"]) == 2
     assert "GRPO_TRAIN_LOG_LEVEL: 'bogus' is not one of warning, info, debug" in capsys.readouterr().err
+
+
+def interrupted(argv: list[str]) -> str:
+    from grpo_train.cli import _train_parser, interrupt_line
+    from grpo_train.config import load_config
+
+    args = _train_parser().parse_args(argv)
+    return interrupt_line(load_config(args.config, args.overrides), args)
+
+
+def test_the_interrupt_line_gives_the_command_that_resumes(tmp_path, monkeypatch):
+    """The line after Ctrl-C: the last logged step, the newest complete checkpoint, and the command that ran with
+    run.resume=auto in place of any run.resume / run.overwrite (the user's run.resume=PATH kept while the run folder
+    has no checkpoint of its own)."""
+    for key in ("TORCHELASTIC_RUN_ID", "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    run = tmp_path / "my run"
+    python = f"{sys.executable} -m grpo_train --config {TINY} 'run.output_dir={run}' run.seed=3"
+    assert interrupted(["--config", TINY, f"run.output_dir={run}", "run.seed=3", "run.overwrite=true"]) == (
+        f"interrupted after step 0; last complete checkpoint: none; resume with: {python} run.resume=auto "
+        "run.overwrite=false")
+    elsewhere = tmp_path / "other" / "checkpoints" / "step-000002"
+    argv = ["--config", TINY, f"run.output_dir={run}", f"run.resume={elsewhere}", "run.seed=3"]
+    assert interrupted(argv).endswith(f"{python} run.resume={elsewhere}")
+    # Once the run folder has a complete checkpoint, that is where to go on from; the step is the last one logged.
+    ckpt = run / "checkpoints" / "step-000004"
+    ckpt.mkdir(parents=True)
+    state = json.dumps({"step": 4})
+    (ckpt / "trainer_state.json").write_text(state)
+    (ckpt / "MANIFEST.json").write_text(json.dumps({"step": 4, "files": {"trainer_state.json": len(state)}}))
+    rows = [json.dumps({"step": s, "train/loss": 0.1}) for s in (1, 2, 3, 4, 5)]
+    (run / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    assert interrupted(argv) == (f"interrupted after step 5; last complete checkpoint: {ckpt}; resume with: "
+                                 f"{python} run.resume=auto")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    assert f"resume with: <the same launcher command> -m grpo_train --config {TINY} " in interrupted(argv)

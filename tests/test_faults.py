@@ -10,6 +10,8 @@ import contextlib
 import json
 import math
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -57,7 +59,12 @@ def restore_dist_env():
 
 
 def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}", *RUN, *overrides]
+    return launch([sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}", *RUN,
+                   *overrides], run_dir)
+
+
+def launch(cmd: list[str], run_dir: Path) -> subprocess.Popen:
+    """The command in its own process group (a Ctrl-C or kill reaches all it starts), its output in RUN_DIR.log."""
     log = open(run_dir.with_suffix(".log"), "ab")  # noqa: SIM115 -- the child writes it; closed in `stop`
     proc = subprocess.Popen(cmd, cwd=REPO, env=run_env(), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -117,9 +124,9 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_killed_twice_and_resumed_run_matches_the_uninterrupted_one(tmp_path):
-    """~4 runs of ~40-70 s each: the reference, then one run killed in a save, resumed and killed mid-step,
-    resumed again to the end."""
+def test_killed_interrupted_and_resumed_run_matches_the_uninterrupted_one(tmp_path):
+    """~4 runs of ~40-70 s each: the reference, then one run killed in a save, resumed and stopped by Ctrl-C,
+    resumed again to the end with the command the interrupted run printed."""
     reference = tmp_path / "reference"
     finish(start(reference))
 
@@ -131,15 +138,31 @@ def test_killed_twice_and_resumed_run_matches_the_uninterrupted_one(tmp_path):
     assert latest(run) == "step-000001"
     assert [r["step"] for r in metric_rows(run)] == [1, 2]  # step 2 was logged, its checkpoint was not
 
-    # 2. Resumed (auto) from step 1, then killed inside step 3, after step 2's checkpoint was published.
-    resumed = start(run, "run.resume=auto")
-    # No delay: on a fast machine the tiny model's step 3 was logged within 0.2 s of step 2's checkpoint.
-    kill_when(resumed, lambda: latest(run) == "step-000002")
-    assert [r["step"] for r in metric_rows(run)] == [1, 2]  # step 2 logged once; step 3 never reached its log
+    # 2. Resumed from an explicit checkpoint path, then Ctrl-C (SIGINT to the process group, as a terminal sends it:
+    # the trainer, its verifier worker, all it started) once step 2's checkpoint is published. It ends with exit 130
+    # and one line: the last logged step, the last complete checkpoint, the command that resumes; no traceback.
+    resumed = start(run, f"run.resume={ckpts / 'step-000001'}")
+    deadline = time.monotonic() + 900
+    while latest(run) != "step-000002":
+        assert resumed.poll() is None, "the run ended before step 2's checkpoint:\n" + stop(resumed)[-3000:]
+        assert time.monotonic() < deadline, "timed out waiting for step 2's checkpoint"
+        time.sleep(0.01)
+    os.killpg(resumed.pid, signal.SIGINT)
+    returncode = resumed.wait(timeout=120)
+    log = stop(resumed)
+    assert f"resumed from {ckpts / 'step-000001'} at step 1" in log.replace("\n", "")
+    assert returncode == 130 and "Traceback" not in log, log[-5000:]
+    last_line = log.strip().splitlines()[-1]
+    step, ckpt, command = re.fullmatch(r"grpo-train: interrupted after step (\d+); last complete checkpoint: (\S+); "
+                                       r"resume with: (.+)", last_line).groups()
+    assert Path(ckpt) == ckpts / latest(run) and int(step) >= 2, last_line
+    assert [r["step"] for r in metric_rows(run)] == list(range(1, int(step) + 1))
+    argv = shlex.split(command)
+    assert argv[:3] == [sys.executable, "-m", "grpo_train"] and argv[-1] == "run.resume=auto", last_line
 
-    # 3. Resumed from an explicit checkpoint path, to the end.
-    log = finish(start(run, f"run.resume={ckpts / 'step-000002'}"))
-    assert f"resumed from {ckpts / 'step-000002'} at step 2" in log.replace("\n", "")
+    # 3. The printed command, to the end.
+    log = finish(launch(argv, run))
+    assert f"resumed from {ckpt} at step" in log.replace("\n", "")
 
     # Every step's metrics exactly once, equal to the uninterrupted run's except for wall-clock times.
     ours, theirs = metric_rows(run), metric_rows(reference)

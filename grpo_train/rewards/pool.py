@@ -313,6 +313,9 @@ class VerifierPool:
             [
                 sys.executable,
                 "-c",
+                # A Ctrl-C reaches the whole process group: the worker ignores it (no traceback of its own) and
+                # ends when the trainer closes the pool or exits (its socket closes).
+                "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 f"from grpo_train.rewards.pool import _serve; _serve({child_end.fileno()}, {progress.fd})",
             ],
             pass_fds=[child_end.fileno(), progress.fd],

@@ -211,6 +211,18 @@ def saved_step(ckpt: Path) -> int:
     return int(json.loads((ckpt / TRAINER_STATE).read_text())["step"])
 
 
+def pool_state(ckpt: Path, state: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
+    """This rank's rollout pool (rollout.max_staleness >= 1) from a checkpoint's trainer state; an empty pool when
+    the checkpoint is a synchronous run's (it had nothing in flight)."""
+    pools = state.get("pools")
+    if pools is None:
+        return {"admitted": 0, "groups": []}
+    if len(pools) != world:
+        raise CheckpointError(f"{ckpt}: its groups in flight (rollout.max_staleness) are those of {len(pools)} ranks "
+                              f"and this run has {world}: resume an asynchronous run on as many ranks")
+    return pools[rank]
+
+
 def resolve_resume(run_dir: Path, resume: str) -> Path | None:
     """`run.resume`: never -> None; auto -> newest complete in run_dir (None if there is none); else a path."""
     if resume == "never":

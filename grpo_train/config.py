@@ -132,6 +132,8 @@ _CHOICES = {
 }
 
 
+ASYNC_TIS_CAP = 2.0  # the token-level cap seq_correction auto picks with rollout.max_staleness >= 1 (Yao et al.'s C)
+
 TRUNCATED_SAMPLING_REASON = (
     "vLLM's log-probs are then renormalised over the kept tokens and the learner's are not, so the correction would "
     "measure the kept probability mass instead of the sampler/learner mismatch; set rollout.top_p=1 and "
@@ -176,6 +178,19 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("rollout.tensor_parallel_size", r.tensor_parallel_size == 1 or r.engine == "vllm",
          "must be 1 with rollout.engine hf (one transformers model per rank)"),
         ("rollout.cpu_kvcache_gb", r.cpu_kvcache_gb > 0.0, "must be > 0"),
+        ("rollout.max_staleness", r.max_staleness >= 0, "must be >= 0"),
+        ("rollout.max_staleness", r.max_staleness == 0 or r.engine == "vllm",
+         "needs rollout.engine vllm (the rollout pool pauses and resumes requests one at a time)"),
+        ("rollout.max_staleness", r.max_staleness == 0 or a.dynamic_sampling == "off",
+         "cannot go with algorithm.dynamic_sampling yet (a step trains the groups due at it): set it off"),
+        ("rollout.max_staleness", r.max_staleness == 0 or not a.group_size_auto,
+         "cannot go with algorithm.group_size auto yet (the groups in flight have the G they were admitted with)"),
+        # Tokens from older weights: the loss's ratio is against the learner's recomputed log-probs (the proximal
+        # policy) and the behaviour weight pi_old / pi_sampler corrects for the sampler's older weights.
+        ("rollout.max_staleness", r.max_staleness == 0 or a.tis_cap > 0.0 or a.seq_correction in ("truncate", "mask"),
+         "needs an off-policy correction for the tokens older weights sampled: algorithm.tis_cap >= 1, "
+         "algorithm.seq_correction truncate or mask, or seq_correction auto (which picks tis_cap 2 unless "
+         "rollout.top_p / top_k truncate the sampling)"),
         ("reward.timeout_s", c.reward.timeout_s > 0.0, "must be > 0"),
         ("reward.num_workers", c.reward.num_workers >= 1, "must be >= 1"),
         ("reward.max_failure_fraction", 0.0 <= c.reward.max_failure_fraction <= 1.0, "must be in [0, 1]"),
@@ -545,8 +560,15 @@ def resolve_seq_correction(cfg: Config) -> Config:
     """`algorithm.seq_correction: auto` becomes a concrete value (saved in the run's config.yaml): mask where a
     bf16 vLLM sampler or learner makes the sampler's and the learner's probabilities differ (docs/algorithm.md
     has the measurements), unless rollout.top_p / top_k truncate the sampling (the correction is then refused,
-    see TRUNCATED_SAMPLING_REASON) or the token-level tis_cap is chosen; none otherwise."""
+    see TRUNCATED_SAMPLING_REASON) or the token-level tis_cap is chosen; none otherwise. With rollout.max_staleness
+    >= 1 auto is the token level: tis_cap ASYNC_TIS_CAP unless one is set."""
     a = cfg.algorithm
+    if a.seq_correction == "auto" and cfg.rollout.max_staleness > 0:
+        # Asynchronous: token-level truncated IS against the sampler's log-probs, AReaL's decoupled objective with a
+        # cap (docs/algorithm.md#asynchronous-grpo).
+        if a.tis_cap == 0.0 and not truncated_sampling(cfg.rollout):
+            a.tis_cap = ASYNC_TIS_CAP
+        a.seq_correction = "none"
     if a.seq_correction == "auto":
         bf16 = cfg.model.dtype == "bfloat16" or cfg.learner.precision == "bf16"
         on = cfg.rollout.engine == "vllm" and bf16 and not truncated_sampling(cfg.rollout) and a.tis_cap == 0.0

@@ -113,6 +113,12 @@ class RolloutConfig:
     tensor_parallel_size: int = _f(1, "ranks per vLLM engine (tensor parallelism); must divide the number of ranks")
     enable_sleep_mode: bool = _f(True, "free vLLM's GPU memory during the update (ignored on CPU)")
     cpu_kvcache_gb: float = _f(1.0, "vLLM KV-cache size on CPU, in GiB")
+    max_staleness: int = _f(0, "k: the most weight versions a trained token may be behind the learner. 0: the "
+                            "synchronous loop (a step generates and trains its own groups). k >= 1: asynchronous, "
+                            "partial rollouts: (k + 1) x prompts_per_step groups stay in flight, a step trains the "
+                            "groups due at it and pauses the rest, which go on under the new weights "
+                            "(docs/algorithm.md#asynchronous-grpo). Needs rollout.engine vllm and an off-policy "
+                            "correction (algorithm.seq_correction auto picks algorithm.tis_cap 2)")
 
 
 @dataclass

@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -89,6 +89,28 @@ class Rollout:
     logprobs: list[float]  # one per completion token (see the module docstring for the definition)
     finish_reason: str  # "stop" (EOS or a stop string) or "length"
     truncated: bool  # stopped by max_tokens (or max_model_len) rather than by EOS / a stop string
+    versions: list[int] = field(default_factory=list)  # rollout pool: each token's weight version (else empty)
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    """One completion to generate, or to go on generating, through an engine's request-level API (the rollout pool:
+    grpo_train/rollout_pool.py). token_ids: the prompt, then the completion's tokens so far (its prefix)."""
+
+    request_id: str
+    token_ids: list[int]
+    spec: SamplingSpec  # n = 1; max_tokens: what is left of the completion's budget; seed: this request's own
+
+
+@dataclass(frozen=True)
+class StreamDelta:
+    """What one engine step added to one request: new tokens, their sampler log-probs, and the finish reason once
+    the request finished (None while it runs)."""
+
+    request_id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None
 
 
 def rollout_seed(*keys: int) -> int:
@@ -171,6 +193,23 @@ class RolloutEngine(Protocol):
 
     def close(self) -> None:
         """Release the engine (its processes, its memory)."""
+        ...
+
+
+class StreamingEngine(RolloutEngine, Protocol):
+    """An engine whose requests can be added, stepped and aborted one at a time (VLLMEngine): what the rollout pool
+    needs to keep groups in flight across steps (rollout.max_staleness >= 1)."""
+
+    def add_requests(self, requests: list[StreamRequest]) -> None:
+        """Queue the requests; they run from the next `step`."""
+        ...
+
+    def step(self) -> list[StreamDelta]:
+        """One scheduler step of every queued or running request: what each one that progressed added."""
+        ...
+
+    def abort(self, request_ids: list[str]) -> None:
+        """Drop unfinished requests (their tokens so far are what the deltas gave)."""
         ...
 
 
@@ -269,6 +308,39 @@ class VLLMEngine:
                     truncated=sample.finish_reason == "length",
                 ))
         return rollouts
+
+    # Request-level API (StreamingEngine): vLLM's own LLMEngine.add_request / step / abort_request, read in vLLM
+    # 0.32.0 (v1/engine/llm_engine.py, entrypoints/common/offline.py: LLM.generate runs the same loop). Outputs are
+    # DELTA: each step returns only the tokens it added, so an aborted request's prefix is already on our side.
+    def add_requests(self, requests: list[StreamRequest]) -> None:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        if self.asleep:
+            raise RuntimeError("VLLMEngine.add_requests after sleep(): push the learner's weights first")
+        for request in requests:
+            spec = request.spec
+            params = SamplingParams(n=1, temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
+                                    max_tokens=spec.max_tokens, stop=list(spec.stop), logprobs=0,
+                                    seed=spec.seed if spec.temperature > 0 else None,
+                                    output_kind=RequestOutputKind.DELTA)
+            self.llm.llm_engine.add_request(request.request_id, TokensPrompt(prompt_token_ids=list(request.token_ids)),
+                                            params)
+
+    def step(self) -> list[StreamDelta]:
+        deltas = []
+        for output in self.llm.llm_engine.step():
+            sample = output.outputs[0]
+            tokens = list(sample.token_ids)
+            logprobs = [step[token].logprob for step, token in zip(sample.logprobs or [], tokens, strict=True)]
+            deltas.append(StreamDelta(output.request_id, tokens, logprobs,
+                                      sample.finish_reason if output.finished else None))
+        return deltas
+
+    def abort(self, request_ids: list[str]) -> None:
+        self.llm.llm_engine.abort_request(request_ids)
+        self.llm.reset_prefix_cache()  # nothing runs now: the next requests start from an empty cache
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Push (HF checkpoint name, full tensor) pairs into the running engine, then drop cached prefixes.

@@ -1,7 +1,8 @@
 """The parts of a training step that are not the learner's update, called by the loop in grpo_train/trainer.py:
 
     first = roll_out_and_score(tools, engine_problems, group_size, seed)    # steps 2-3, and each dynamic round
-    metrics = step_metrics(cfg, record, functions, world)                   # step 8: the metrics row
+    first, phase, reward_s = pooled_round(tools, pool, sampler, B, seed, step)  # the same, max_staleness >= 1
+    metrics = step_metrics(cfg, record, functions, world, step)             # step 8: the metrics row
 
 A step's records: `first` is the round of the step's own prompts; `drawn` every rollout the step drew (the first
 round and dynamic sampling's extra rounds), which the logged rewards and lengths describe; `trained` the groups the
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from grpo_train import algorithms
 from grpo_train.config import Config, ConfigError, RewardConfig, RolloutConfig, to_dict
@@ -33,6 +35,7 @@ from grpo_train.metrics import MetricsLogger
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.pool import VerifierPool, function_errors, function_failures, function_sums, function_values
 from grpo_train.rollout import EngineRanks, RolloutEngine, SamplingSpec, rollout_seed
+from grpo_train.rollout_pool import Phase, RolloutPool, staleness
 from grpo_train.ustat.monitor import UstatMonitor
 
 
@@ -42,12 +45,14 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def trainer_state(step: int, sampler: PromptSampler, cfg: Config, monitor: UstatMonitor | None = None) -> dict:
+def trainer_state(step: int, sampler: PromptSampler, cfg: Config, monitor: UstatMonitor | None = None,
+                  pool: RolloutPool | None = None) -> dict:
     """The trainer's part of a checkpoint (the learner adds its own counters): the step, the data position, the
-    resolved config and, with the monitor, its window and G, so a resumed run makes the same group_size auto
-    choices."""
+    resolved config; with the monitor, its window and G, so a resumed run makes the same group_size auto choices;
+    with the rollout pool, every rank's groups in flight (collective), so a resumed run goes on with them."""
     return {"step": step, "sampler": sampler.state_dict(), "config": to_dict(cfg),
-            **({"ustat": monitor.state_dict()} if monitor is not None else {})}
+            **({"ustat": monitor.state_dict()} if monitor is not None else {}),
+            **({"pools": pool_states(pool)} if pool is not None else {})}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -82,6 +87,34 @@ def roll_out_and_score(tools: RolloutTools, engine_problems: list[Problem], grou
     texts, scores = verify(tools.verifier, tools.tokenizer, rollouts, problems, tools.reward)
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)  # [len(problems) * G]
     return Round(problems, rollouts, texts, scores, rewards), generated - started, time.perf_counter() - generated
+
+
+def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler, prompts_per_step: int,
+                 run_seed: int, step: int) -> tuple[Round, Phase, float]:
+    """Steps 1-3 with rollout.max_staleness >= 1: a batch of new prompts joins the pool for each free step of
+    deadlines (k + 1 batches at the first step, then one per step), the step's generation phase runs, and this rank
+    keeps its share of the groups due, scored like `roll_out_and_score`'s round. Returns the round, the phase and
+    the seconds spent scoring."""
+    for batch in range(pool.free_slots(step) // pool.groups_per_step):
+        engine_problems = tools.engine_ranks.prompts(sampler.next_batch(prompts_per_step))
+        prompt_ids = [tools.renderer.check_length(p, tools.max_prompt_tokens) for p in engine_problems]
+        pool.admit(engine_problems, prompt_ids, step, seed=rollout_seed(run_seed, step, tools.engine_ranks.index,
+                                                                        batch))
+    due, phase = pool.run(step)
+    started = time.perf_counter()
+    groups = tools.engine_ranks.share(due)
+    rollouts = [r for i, group in enumerate(groups) for r in group.rollouts(i)]  # prompt-major
+    problems = [group.problem for group in groups]
+    texts, scores = verify(tools.verifier, tools.tokenizer, rollouts, problems, tools.reward)
+    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)
+    return Round(problems, rollouts, texts, scores, rewards), phase, time.perf_counter() - started
+
+
+def pool_states(pool: RolloutPool) -> list[dict]:
+    """Every rank's pool state, rank-major (a checkpoint keeps them all in trainer_state.json). Collective."""
+    states = [None] * dist.get_world_size()
+    dist.all_gather_object(states, pool.state_dict())
+    return states
 
 
 def extra_round(tools: RolloutTools, sampler: PromptSampler, prompts_per_step: int, group_size: int, run_seed: int,
@@ -202,9 +235,10 @@ class StepRecord:
     ustat: dict[str, float]  # the U-statistic monitor's metrics (empty without it)
     memory_gib: dict[str, float]  # this rank's per-phase peak memory (memory/<phase>_gib)
     skipped_steps_total: int  # optimizer steps skipped for non-finite gradients, so far
+    phase: Phase | None = None  # the rollout pool's generation phase (rollout.max_staleness >= 1)
 
 
-def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int) -> dict[str, float]:
+def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, step: int) -> dict[str, float]:
     """The step's metrics row, averaged (or maxed) over all ranks; docs/metrics.md defines each."""
     drawn = record.drawn
     lengths = [len(r.completion_token_ids) for r in drawn.rollouts]
@@ -236,6 +270,8 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int) -
     metrics["train/skipped_steps_total"] = float(record.skipped_steps_total)
     metrics.update(record.ustat)
     metrics.update({name: all_reduce_max(gib) for name, gib in record.memory_gib.items()})
+    if record.phase is not None:
+        metrics.update(pool_metrics(record, step))
     sampled = record.sampled
     if sampled is not None:
         kept_groups = len(sampled.kept.problems) * (not sampled.placeholder)
@@ -245,6 +281,26 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int) -
         dynamic["train/dynamic_extra_rollouts"] *= world  # sums over ranks, not means
         dynamic["train/dynamic_kept_groups"] *= world
         metrics.update(dynamic)
+    return metrics
+
+
+def pool_metrics(record: StepRecord, step: int) -> dict[str, float]:
+    """rollout/ metrics of the rollout pool (docs/metrics.md): the staleness of the trained tokens (versions behind
+    the learner before this update, step - 1), the phase's work, and the engine's idle time (colocated: the
+    learner's phases). Collective."""
+    ages = staleness(record.first.rollouts, step - 1)
+    phase = record.phase
+    metrics = global_means({
+        "rollout/staleness_mean": (sum(ages), len(ages)),
+        "rollout/stale_token_frac": (sum(a > 0 for a in ages), len(ages)),
+        "rollout/resumed": (phase.resumed, 1),
+        "rollout/requests": (phase.requests, 1),
+        "rollout/pool_groups": (phase.pool_groups, 1),
+        "rollout/phase_tokens": (phase.tokens, 1),
+        "rollout/engine_steps": (phase.engine_steps, 1),
+        "perf/engine_idle_s": (record.seconds["step"] - phase.seconds, 1),
+    })
+    metrics["rollout/staleness_max"] = all_reduce_max(max(ages, default=0))
     return metrics
 
 

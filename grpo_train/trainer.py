@@ -35,7 +35,8 @@ from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.pool import VerifierPool
-from grpo_train.rollout import EngineRanks, make_engine, rollout_seed
+from grpo_train.rollout import EngineRanks, SamplingSpec, make_engine, rollout_seed
+from grpo_train.rollout_pool import RolloutPool
 from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.step import (
     FailureReports,
@@ -43,6 +44,7 @@ from grpo_train.step import (
     StepRecord,
     evaluate,
     extra_round,
+    pooled_round,
     roll_out_and_score,
     sample_rows,
     seed_everything,
@@ -101,6 +103,12 @@ def train(cfg: Config) -> Path:
     tools = RolloutTools(engine, verifier, tokenizer, renderer, engine_ranks, cfg.rollout, cfg.reward,
                          max_prompt_tokens=cfg.model.max_model_len - cfg.rollout.max_tokens)
     failures = FailureReports(logger)  # each reward function's first failure printed, in training and in eval
+    # rollout.max_staleness >= 1: the groups this rank's engine keeps in flight across steps (partial rollouts)
+    pool = None if cfg.rollout.max_staleness == 0 else RolloutPool(
+        engine, SamplingSpec.from_config(cfg.rollout, n=a.group_size, seed=0), a.group_size,
+        a.prompts_per_step // engine_ranks.count, cfg.rollout.max_staleness)
+    # Recomputed only when the update takes several optimizer steps: with one, the learner before it is the policy
+    # whose ratio the loss takes (also asynchronous: the proximal policy; sampler log-probs weight the older tokens).
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
     logger.prompts(first_prompts, f"data.template {cfg.data.template}" + (
@@ -121,6 +129,9 @@ def train(cfg: Config) -> Path:
             raise checkpoint.CheckpointError(f"{resume_from}: {err}") from None
         if monitor is not None and "ustat" in state:
             monitor.load_state_dict(state["ustat"])
+        if pool is not None:
+            pool.load_state_dict(checkpoint.pool_state(resume_from, state, rank, world),
+                                 {p.uid: p for p in train_problems})
         engine.load_weights(learner.policy_weights())
         changed = config_changes(state["config"], to_dict(cfg))
         if changed:
@@ -147,15 +158,21 @@ def train(cfg: Config) -> Path:
             group_size, prompts_per_step = monitor.group_size, monitor.prompts_per_step
 
         # --------------------------------------------------------------------------------------------
-        # 1. Prompts: the step's batch; this rank's engine generates its part, the rank trains on a share of that
-        engine_problems = engine_ranks.prompts(sampler.next_batch(prompts_per_step))
-
-        # --------------------------------------------------------------------------------------------
-        # 2-3. Rollout and reward: G completions per prompt with the sampler's log-probs, each verified against its
-        # problem's gold answer and scored by the reward functions. The seed depends only on (run seed, step,
-        # engine): a resumed run regenerates the same rollouts, and the ranks of one engine submit the same requests.
-        first, seconds["rollout"], seconds["reward"] = roll_out_and_score(
-            tools, engine_problems, group_size, seed=rollout_seed(cfg.run.seed, step, engine_ranks.index))
+        # 1-3. Prompts, rollout and reward: G completions per prompt with the sampler's log-probs, each verified
+        # against its problem's gold answer and scored by the reward functions.
+        if pool is None:
+            # Synchronous: the step's batch; this rank's engine generates its part, the rank trains on a share of
+            # that. The seed depends only on (run seed, step, engine): a resumed run regenerates the same rollouts,
+            # and the ranks of one engine submit the same requests.
+            engine_problems = engine_ranks.prompts(sampler.next_batch(prompts_per_step))
+            first, seconds["rollout"], seconds["reward"] = roll_out_and_score(
+                tools, engine_problems, group_size, seed=rollout_seed(cfg.run.seed, step, engine_ranks.index))
+            phase = None
+        else:
+            # Asynchronous (rollout.max_staleness k >= 1): new prompts join the pool of groups in flight; the engine
+            # runs them all until the groups due at this step are complete, and pauses the others (rollout_pool.py).
+            first, phase, seconds["reward"] = pooled_round(tools, pool, sampler, prompts_per_step, cfg.run.seed, step)
+            engine_problems, seconds["rollout"] = phase.problems, phase.seconds
         failures.check_step(first.scores, verifier.functions, cfg.reward.max_failure_fraction, step)
 
         # --------------------------------------------------------------------------------------------
@@ -225,8 +242,8 @@ def train(cfg: Config) -> Path:
         # 8. Log: averages over all ranks; samples.jsonl every samples_every steps
         seconds["step"] = time.perf_counter() - t_step
         record = StepRecord(group_size, first, drawn, sampled, update_stats, seconds, sync_gap, ustat_metrics,
-                            peaks.metrics(), learner.skipped_nonfinite)
-        metrics = step_metrics(cfg, record, verifier.functions, world)
+                            peaks.metrics(), learner.skipped_nonfinite, phase)
+        metrics = step_metrics(cfg, record, verifier.functions, world, step)
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:
             logger.samples(step, sample_rows(drawn, renderer, verifier.functions))
 
@@ -239,7 +256,7 @@ def train(cfg: Config) -> Path:
         # --------------------------------------------------------------------------------------------
         # 10. Checkpoint: every checkpoint_every steps and at the end; atomic, the last keep_last kept
         if step == cfg.run.steps or (cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0):
-            learner.save_checkpoint(run_dir, step, trainer_state(step, sampler, cfg, monitor), cfg.run.keep_last)
+            learner.save_checkpoint(run_dir, step, trainer_state(step, sampler, cfg, monitor, pool), cfg.run.keep_last)
 
     if eval_problems and cfg.run.steps > start_step:
         logger.eval_report(len(eval_problems))

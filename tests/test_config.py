@@ -361,3 +361,24 @@ def test_cli_accepts_the_deepspeed_launchers_local_rank():
     out = run_cli("--local_rank=0", "--config", "configs/tiny-cpu.yaml", "--print-config")
     assert out.returncode == 0, out.stderr
     assert yaml.safe_load(out.stdout)["run"]["output_dir"] == "runs/tiny-cpu"
+
+
+def test_max_staleness_needs_the_vllm_engine_and_an_off_policy_correction():
+    """rollout.max_staleness k >= 1: seq_correction auto picks the token-level tis_cap 2 (k = 0 keeps its own rule);
+    what cannot be corrected or paused is refused, naming the key."""
+    cfg = load_config(None, ["rollout.max_staleness=1"])
+    assert (cfg.algorithm.tis_cap, cfg.algorithm.seq_correction) == (2.0, "none")
+    assert load_config(None, ["rollout.max_staleness=1", "algorithm.tis_cap=3"]).algorithm.tis_cap == 3.0
+    assert load_config(None, ["rollout.max_staleness=2", "algorithm.seq_correction=mask"]).algorithm.tis_cap == 0.0
+    assert load_config(None, []).algorithm.tis_cap == 0.0
+    for overrides, message in [
+        (["algorithm.seq_correction=none"], "needs an off-policy correction"),
+        (["rollout.top_p=0.9"], "needs an off-policy correction"),
+        (["rollout.engine=hf"], "needs rollout.engine vllm"),
+        (["algorithm.dynamic_sampling=dapo"], "cannot go with algorithm.dynamic_sampling"),
+        (["algorithm.group_size=auto", "algorithm.rollouts_per_step=16"], "cannot go with algorithm.group_size auto"),
+    ]:
+        with pytest.raises(ConfigError, match=f"rollout.max_staleness: 1 {message}"):
+            load_config(None, ["rollout.max_staleness=1", *overrides])
+    with pytest.raises(ConfigError, match="rollout.max_staleness: -1 must be >= 0"):
+        load_config(None, ["rollout.max_staleness=-1"])

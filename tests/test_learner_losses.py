@@ -33,6 +33,10 @@ CASES = {
                                       "algorithm.seq_correction_high=1.1", "algorithm.mask_truncated=true",
                                       "algorithm.loss_agg=seq_mean_token_sum_norm", "learner.zero_stage=3",
                                       "learner.micro_batch_size=4"],
+    # Asynchronous (rollout.max_staleness 2, so tis_cap 2): tokens 0-2 weight versions old, mu = 1, so no old
+    # log-probs are recomputed (the proximal policy is the learner before this update: logp.detach()).
+    "async_decoupled_k2_stage2": ["rollout.max_staleness=2", "algorithm.clip_eps=0.1", "learner.zero_stage=2",
+                                  "learner.micro_batch_size=2"],
 }
 
 
@@ -64,9 +68,15 @@ def full_batch(learner: Learner, seed: int = 0):
     g = torch.Generator().manual_seed(seed + 1)
     noise = lambda scale: scale * torch.randn(batch.completion_mask.shape, generator=g)  # noqa: E731
     mask = batch.completion_mask
-    batch.old_logp = (learner.logprobs(batch) + noise(0.15)) * mask
+    current = learner.logprobs(batch)
+    batch.old_logp = (current + noise(0.15)) * mask
     batch.sampler_logp = (batch.old_logp + noise(0.08)) * mask
     batch.ref_logp = (batch.old_logp + noise(0.2)) * mask
+    k = learner.cfg.rollout.max_staleness
+    if k:  # each token sampled 0..k versions ago, the older the further from the learner
+        age = torch.randint(0, k + 1, mask.shape, generator=g)
+        batch.sampler_logp = (current + noise(0.25) * (1 + age)) * mask
+        batch.old_logp = None
     return batch
 
 
@@ -103,7 +113,8 @@ def naive_gradient(model_path: str, cfg, batch, rows) -> tuple[float, dict[str, 
         n, p = len(completions[i]), len(prompts[i])
         logits = model(ids).logits[0, p - 1: -1].float() / TEMPERATURE
         logp = logits.log_softmax(-1).gather(-1, ids[0, p:, None])[:, 0]
-        seqs.append({"logp": logp, "old": batch.old_logp[i, :n], "sampler": batch.sampler_logp[i, :n],
+        old = logp.detach() if batch.old_logp is None else batch.old_logp[i, :n]  # None: the proximal is the current
+        seqs.append({"logp": logp, "old": old, "sampler": batch.sampler_logp[i, :n],
                      "ref": batch.ref_logp[i, :n], "advantage": float(advantages[i]),
                      "dropped": a.mask_truncated and truncated[i]})
     loss = naive_loss(seqs, settings)
@@ -136,8 +147,10 @@ def test_learner_gradient_equals_the_naive_per_sequence_gradient(tiny_path, case
         assert 0 < stats["seq_capped_frac"] < 1
     if cfg.algorithm.mask_truncated:
         assert stats["trained_seq_frac"] == pytest.approx(7 / 9)  # the two truncated rows are not run
-    if cfg.algorithm.policy_loss != "cispo":
+    if cfg.algorithm.policy_loss != "cispo" and batch.old_logp is not None:
         assert stats["clip_frac_low"] + stats["clip_frac_high"] > 0
+    if cfg.rollout.max_staleness:  # the behaviour weights min(pi_old / pi_sampler, 2) are not all 1, some capped
+        assert 0 < stats["tis_capped_frac"] < 1 and stats["tis_weight_mean"] != pytest.approx(1.0, abs=1e-3)
 
 
 def test_model_dropout_is_off_so_the_ratio_starts_at_one(tiny_path, tmp_path):
@@ -180,4 +193,4 @@ def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tm
         assert_same_gradient(torch.load(tmp_path / f"{case}-grad.pt"), want)
 
 
-DIST_CASES = ["gspo_stage1", "ppo_seq_mask_truncated_stage3"]
+DIST_CASES = ["gspo_stage1", "ppo_seq_mask_truncated_stage3", "async_decoupled_k2_stage2"]

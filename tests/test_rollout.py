@@ -11,8 +11,20 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from grpo_train.config import load_config
+from grpo_train.data import Problem
 from grpo_train.models import resolve_model
-from grpo_train.rollout import HFEngine, Rollout, RolloutEngine, SamplingSpec, VLLMEngine, make_engine, rollout_seed
+from grpo_train.rollout import (
+    HFEngine,
+    Rollout,
+    RolloutEngine,
+    SamplingSpec,
+    StreamingEngine,
+    StreamRequest,
+    VLLMEngine,
+    make_engine,
+    rollout_seed,
+)
+from grpo_train.rollout_pool import RolloutPool
 from grpo_train.weights import hf_weights
 
 EOS = 2  # <|im_end|> in the SmolLM2 tokenizer that tiny-qwen2 uses
@@ -120,6 +132,88 @@ def test_rollout_seed_mixes_its_keys():
     assert rollout_seed(0, 1) == rollout_seed(0, 1)
     assert len({rollout_seed(0, step) for step in range(100)} | {rollout_seed(1, 0), rollout_seed(0, 0, 1)}) == 102
     assert all(0 <= rollout_seed(s, 7) < 2**32 for s in range(5))
+
+
+# ----------------------------------------------------------------------------------------------------
+# requests one at a time (the rollout pool of rollout.max_staleness >= 1)
+
+
+def run_requests(engine, requests, steps=None) -> dict[str, list]:
+    """Step the engine (until every request finished, or `steps` times): request id -> [tokens, logprobs, finish]."""
+    out = {r.request_id: [[], [], None] for r in requests}
+    engine.add_requests(requests)
+    for _ in range(steps if steps is not None else 10_000):
+        for delta in engine.step():
+            out[delta.request_id][0] += delta.token_ids
+            out[delta.request_id][1] += delta.logprobs
+            out[delta.request_id][2] = delta.finish_reason
+        if steps is None and all(o[2] is not None for o in out.values()):
+            break
+    return out
+
+
+def test_requests_one_at_a_time_sample_as_generate(engine, tiny_path):
+    """Completion j of prompt i as a request of its own with seed rollout_seed(seed, i) + j (vLLM's rule for the j-th
+    of n samples) is the completion `generate` returns: same tokens and log-probs."""
+    engine.load_weights(hf_weights(fresh_model(tiny_path)))
+    spec = SamplingSpec(n=3, temperature=1.0, max_tokens=12, seed=11)
+    reference = engine.generate(PROMPTS, spec)
+    requests = [StreamRequest(f"r{i}-{j}", PROMPTS[i], SamplingSpec(n=1, temperature=1.0, max_tokens=12,
+                                                                  seed=rollout_seed(spec.seed, i) + j))
+                for i in range(len(PROMPTS)) for j in range(spec.n)]
+    out = run_requests(engine, requests)
+    for request, rollout in zip(requests, reference, strict=True):
+        tokens, logprobs, finish = out[request.request_id]
+        assert tokens == rollout.completion_token_ids and finish == rollout.finish_reason
+        assert torch.allclose(torch.tensor(logprobs), torch.tensor(rollout.logprobs), atol=1e-5)
+
+
+def test_a_paused_request_goes_on_under_new_weights_from_its_prefix(engine, tiny_path, eos_model):
+    """Paused (aborted) after a few steps, the weights changed, submitted again as prompt + prefix: the prefix's
+    log-probs are the old model's, the new tokens' the new model's (teacher-forced over the whole completion)."""
+    old = fresh_model(tiny_path)
+    engine.load_weights(hf_weights(old))
+    spec = SamplingSpec(n=1, temperature=1.0, max_tokens=20, seed=3)
+    first = run_requests(engine, [StreamRequest("a", PROMPTS[1], spec)], steps=6)["a"]
+    assert len(first[0]) == 6 and first[2] is None  # six tokens, unfinished
+    engine.abort(["a"])
+    assert engine.step() == []  # nothing left to run
+
+    engine.load_weights(hf_weights(eos_model))
+    rest = run_requests(engine, [StreamRequest("a-1", PROMPTS[1] + first[0], SamplingSpec(
+        n=1, temperature=1.0, max_tokens=14, seed=4))])["a-1"]
+    assert rest[2] is not None and 1 <= len(rest[0]) <= 14
+    whole = Rollout(0, PROMPTS[1], first[0] + rest[0], first[1] + rest[1], rest[2], rest[2] == "length")
+    new_logp, _ = teacher_forced(eos_model, whole)
+    old_logp, _ = teacher_forced(old, whole)
+    assert (old_logp[:6] - torch.tensor(first[1])).abs().max() < 1e-3
+    assert (new_logp[6:] - torch.tensor(rest[1])).abs().max() < 1e-3
+    assert (old_logp[6:] - torch.tensor(rest[1])).abs().max() > 0.1  # the weights did change
+
+
+def test_the_pool_on_vllm_trains_whole_groups_with_their_versions(engine, eos_model):
+    """k = 1 on the real engine, 2 steps: each step gets its B groups complete (the model that learnt to end
+    PROMPTS[0] quickly), every token's version is step - 1 or step - 2, and the groups paused at step 1 go on from
+    their prefix at step 2."""
+    engine.load_weights(hf_weights(eos_model))
+    pool = RolloutPool(engine, SamplingSpec(n=2, temperature=1.0, max_tokens=24), group_size=2, groups_per_step=2,
+                       max_staleness=1)
+    problems = [Problem(f"p{i}", "q", "1", "gsm8k") for i in range(6)]
+    pool.admit(problems[:4], [PROMPTS[0], PROMPTS[0], PROMPTS[1], PROMPTS[2]], step=1, seed=0)
+    due, phase = pool.run(1)
+    assert [g.problem.uid for g in due] == ["p0", "p1"] and all(g.complete for g in due)
+    assert phase.requests == 8 and phase.resumed == 0 and phase.pool_groups == 4
+    paused = [c for g in pool.groups for c in g.completions]
+    prefixes = [list(c.tokens) for c in paused]
+    to_resume = sum(1 for c in paused if c.tokens and not c.done)
+    assert to_resume > 0  # 24-token budgets on a random model: some completions were cut by the phase's end
+    pool.admit(problems[4:], [PROMPTS[0], PROMPTS[1]], step=2, seed=1)
+    due, phase = pool.run(2)
+    assert [g.problem.uid for g in due] == ["p2", "p3"]
+    assert phase.resumed == to_resume
+    for completion, prefix in zip(paused, prefixes, strict=True):
+        assert completion.done and completion.tokens[:len(prefix)] == prefix
+        assert completion.versions == [0] * len(prefix) + [1] * (len(completion.tokens) - len(prefix))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -268,3 +362,8 @@ def test_every_engine_implements_the_declared_interface(engine_class):
         declared = inspect.signature(getattr(RolloutEngine, name))
         implemented = inspect.signature(getattr(engine_class, name))
         assert list(implemented.parameters) == list(declared.parameters), (engine_class.__name__, name)
+    if engine_class is VLLMEngine:  # and the rollout pool's request-level methods
+        for name in ("add_requests", "step", "abort"):
+            declared = inspect.signature(getattr(StreamingEngine, name))
+            implemented = inspect.signature(getattr(engine_class, name))
+            assert list(implemented.parameters) == list(declared.parameters), (engine_class.__name__, name)

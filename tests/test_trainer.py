@@ -106,15 +106,22 @@ def test_smollm2_run_moves_the_weights(tmp_path):
 
 
 def test_tiny_run_two_ranks_zero3_with_reference(tmp_path):
-    """torchrun, 2 ranks, gloo: ZeRO-3 policy and partitioned reference, per-rank vLLM engines."""
+    """torchrun, 2 ranks, gloo: ZeRO-3 policy and partitioned reference, per-rank vLLM engines, asynchronous
+    (rollout.max_staleness 1: each rank's engine keeps its own groups in flight; the synchronous loop runs on two
+    ranks in tests/test_ustat_trainer.py and tests/test_run_dir.py)."""
     run_dir = tmp_path / "run"
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port", "29533"]
     run(["--config", str(TINY), f"run.output_dir={run_dir}", "learner.zero_stage=3", "algorithm.kl_coef=0.05",
-         "run.steps=2", "run.check_sync_every=1", "run.eval_size=4"], launcher=torchrun)
+         "run.steps=2", "run.check_sync_every=1", "run.eval_size=4", "rollout.max_staleness=1",
+         "rollout.stop=['o']"], launcher=torchrun)
     steps = train_rows(run_dir)
     assert [r["step"] for r in steps] == [1, 2]  # rank 0 logs once per step
     for row in steps:
         assert math.isfinite(row["train/loss"]) and row["train/sync_logprob_max_diff"] < 1e-3
+    assert steps[0]["rollout/staleness_max"] == 0 and steps[1]["rollout/staleness_max"] <= 1
+    assert steps[0]["rollout/pool_groups"] == 4  # per engine: (k + 1) x 4 prompts / 2 ranks
+    state = json.loads((run_dir / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
+    assert [len(pool["groups"]) for pool in state["pools"]] == [2, 2]  # each rank's groups in flight
     # ZeRO-3 shards the optimizer state per rank; the HF export holds the whole model.
     engine_files = sorted(p.name for p in (run_dir / "checkpoints" / "step-000002" / "engine").iterdir())
     assert sum("optim_states" in f for f in engine_files) == 2

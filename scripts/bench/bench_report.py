@@ -17,7 +17,8 @@ from bench_step import yardstick_text  # the producer of step.json words its own
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",
-         "profile": "profile.json", "trl": "trl.json", "step_ustat": "step-ustat.json"}
+         "profile": "profile.json", "trl": "trl.json", "step_ustat": "step-ustat.json",
+         "step_async": "step-async.json"}
 GOAL_STEP_RATIO = 0.5  # ours / TRL
 GOAL_MFU = 0.45
 GOAL_USTAT_OVERHEAD = 0.10  # the U-statistic monitor's share of the step (docs/u-statistics.md)
@@ -150,6 +151,8 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                       _row(1, f"{one:.2f}", "1.00"), _row(2, f"{two:.2f}", f"{one / two:.2f}"), ""]
     if "step" in parts and "step_ustat" in parts:
         lines += ustat_lines(parts["step"], parts["step_ustat"])
+    if "step" in parts and "step_async" in parts:
+        lines += async_lines(parts["step"], parts["step_async"])
     if "profile" in parts:
         p = parts["profile"]["profile"]
         lines += ["## Profile of our step (py-spy)", "",
@@ -178,6 +181,24 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                   f"{v['ours']['gsm8k_items_per_s']:.0f} items/s, MATH {v['ours']['math_items_per_s']:.1f} items/s.",
                   ""]
     return lines
+
+
+def async_lines(plain: dict, asynchronous: dict) -> list[str]:
+    """The asynchronous step (rollout.max_staleness, partial rollouts) beside the synchronous one (step.json,
+    step-async.json): mean step time and rollout time per trained token, over the measured steps."""
+    k = asynchronous["setting"]["max_staleness"]
+    lines = [f"## Asynchronous step (rollout.max_staleness {k}, partial rollouts)", ""]
+    if {**plain["setting"], "max_staleness": k} != asynchronous["setting"]:
+        return lines + ["Not comparable: step.json and step-async.json ran different settings.", ""]
+    a, b = plain["ours"], asynchronous["ours"]
+    return lines + [
+        _row("", "mean step s", "rollout s / 1k trained tokens"), _row("---", "---", "---"),
+        _row("synchronous", f"{a['mean_step_s']:.2f}", f"{a['rollout_s_per_1k_trained_tokens']:.3f}"),
+        _row(f"k = {k}", f"{b['mean_step_s']:.2f}", f"{b['rollout_s_per_1k_trained_tokens']:.3f}"),
+        _row("ratio", f"{b['mean_step_s'] / a['mean_step_s']:.2f}",
+             f"{b['rollout_s_per_1k_trained_tokens'] / a['rollout_s_per_1k_trained_tokens']:.2f}"), "",
+        "Over the measured steps of each run; the two runs train on the same prompts but their weights, hence "
+        "lengths, part after the first update.", ""]
 
 
 def ustat_lines(plain: dict, monitored: dict) -> list[str]:

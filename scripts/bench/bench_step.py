@@ -312,6 +312,11 @@ def summarise(rows: list[dict], cfg, warmup: int) -> dict:
         "breakdown_share_of_step": {phase: round(s / step_s, 3) for phase, s in breakdown.items()},
         "completion_tokens_per_step": [round(row["train/completion_len_mean"] * rollouts) for row in measured],
         "completion_len_mean": round(median([row["train/completion_len_mean"] for row in measured]), 1),
+        # Means and totals as well: with rollout.max_staleness a step's rollout time depends on which groups are due
+        # (some steps find them done), so the median of a few steps says little; per trained token it compares.
+        "mean_step_s": round(sum(row["perf/step_s"] for row in measured) / len(measured), 3),
+        "rollout_s_per_1k_trained_tokens": round(1000 * sum(row["perf/rollout_s"] for row in measured) / sum(
+            row["train/completion_len_mean"] * rollouts for row in measured), 4),
     }
 
 
@@ -405,13 +410,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ustat", action="store_true",
                    help="with the U-statistic monitor (ustat.enabled=true): its hooks and sketches run in the "
                    "update, its estimate is the ustat phase")
+    p.add_argument("--async", dest="max_staleness", type=int, default=0, metavar="K",
+                   help="asynchronous, rollout.max_staleness=K with partial rollouts (token-level TIS, cap 2, as "
+                   "seq_correction auto picks): make bench compares it with the synchronous step")
     p.add_argument("--out", type=Path, default=OUT)
     return p
 
 
 def main() -> None:
     args = parser().parse_args()
-    extra = ("ustat.enabled=true",) if args.ustat else ()
+    extra = (("ustat.enabled=true",) if args.ustat else ()) + (
+        (f"rollout.max_staleness={args.max_staleness}", "algorithm.tis_cap=2") if args.max_staleness else ())
     args.precision = concrete_precision(args.precision)
 
     from grpo_train.models import resolve_model
@@ -433,7 +442,7 @@ def main() -> None:
                     "group_size": cfg.algorithm.group_size, "max_tokens": cfg.rollout.max_tokens,
                     "lr": cfg.learner.lr, "zero_stage": cfg.learner.zero_stage,
                     "micro_batch_size": cfg.learner.micro_batch_size, "share_prompts": cfg.learner.share_prompts,
-                    "ustat": cfg.ustat.enabled,
+                    "ustat": cfg.ustat.enabled, "max_staleness": cfg.rollout.max_staleness,
                     "config": str(DEMO_CONFIG.relative_to(ROOT))},
         "precision": args.precision,
         "kl_coef": args.kl_coef,

@@ -1,0 +1,132 @@
+"""Asynchronous GRPO (rollout.max_staleness k, partial rollouts) against the synchronous loop (k = 0): the demo's
+model and task over seeds, at equal steps (the same prompts and completions per step, so about equal trained tokens),
+and a long-tail setting where a synchronous batch waits on its longest completion.
+
+    .venv/bin/python scripts/studies/async_study.py                         # demo setting, seeds 0 1 2, k 0 1 2
+    .venv/bin/python scripts/studies/async_study.py --long-tail --seeds 0   # max_tokens 256, spread lengths
+    .venv/bin/python scripts/studies/async_study.py --steps 8 --eval-size 50 --seeds 0 --ks 0 1
+    .venv/bin/python scripts/studies/async_study.py --report-only           # summarise the runs already there
+
+Per run (runs/async[-long-tail]/k<K>-seed<S>, one fresh `grpo-train` process each, one after another): trained
+completion tokens, rollout seconds per 1k trained tokens (generation only; scoring is perf/reward_s), mean step
+seconds, the engine's idle seconds per step (k >= 1: perf/engine_idle_s; k = 0: step - rollout), the trained
+tokens' mean staleness, and the held-out greedy accuracy before and after training. Steps 1 .. warm-up are left
+out of the time figures (start-up compilation). Writes <runs>/async-study.json and prints the table with the
+ratios to k = 0 (means over seeds).
+
+The long-tail setting: the demo with `rollout.max_tokens=256` and the chat template without worked examples, so
+that some completions run on to the limit while most stop early (lengths from ~10 to 256 tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from grpo_train.metrics import read_jsonl  # noqa: E402
+
+LONG_TAIL = ["rollout.max_tokens=256", "data.template=chat", "data.num_shots=0"]
+
+
+def run(config: Path, k: int, seed: int, run_dir: Path, overrides: list[str]) -> None:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [str(Path(sys.executable).parent / "grpo-train"), "--config", str(config), *overrides,
+               f"rollout.max_staleness={k}", f"run.seed={seed}", f"run.output_dir={run_dir}"]
+    subprocess.run(command, cwd=ROOT, check=True)
+
+
+def result(run_dir: Path, warmup: int) -> dict:
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    steps = [r for r in rows if "train/loss" in r]
+    measured = [r for r in steps if r["step"] > warmup]
+    if not measured:
+        raise SystemExit(f"{run_dir}: no step after the {warmup} warm-up steps")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    rollouts = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
+    tokens = [r["train/completion_len_mean"] * rollouts for r in measured]
+    idle = [r.get("perf/engine_idle_s", r["perf/step_s"] - r["perf/rollout_s"]) for r in measured]
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    return {
+        "run_dir": str(run_dir), "steps": len(steps), "measured_steps": len(measured),
+        "trained_tokens": round(sum(r["train/completion_len_mean"] * rollouts for r in steps)),
+        "rollout_s_per_1k_tokens": round(1000 * sum(r["perf/rollout_s"] for r in measured) / sum(tokens), 4),
+        "mean_step_s": round(statistics.mean(r["perf/step_s"] for r in measured), 3),
+        "engine_idle_s": round(statistics.mean(idle), 3),
+        "staleness_mean": round(statistics.mean(r.get("rollout/staleness_mean", 0.0) for r in steps), 3),
+        "completion_len_mean": round(statistics.mean(r["train/completion_len_mean"] for r in steps), 1),
+        "accuracy_before": evals.get(0), "accuracy_after": evals[max(evals)] if evals else None,
+    }
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2-arith-demo.yaml")
+    p.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2], help="values of rollout.max_staleness")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=0, help="run.steps (0: the config's)")
+    p.add_argument("--eval-size", type=int, default=-1, help="run.eval_size (-1: the config's)")
+    p.add_argument("--warmup", type=int, default=2, help="first steps left out of the time figures")
+    p.add_argument("--long-tail", action="store_true", help=f"the long-tail setting: {' '.join(LONG_TAIL)}")
+    p.add_argument("--runs", type=Path, default=ROOT / "runs")
+    p.add_argument("--report-only", action="store_true", help="summarise existing runs, train nothing")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override for every run (repeatable)")
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
+    overrides = [*(LONG_TAIL if args.long_tail else []), *args.overrides, "run.samples_every=0",
+                 "run.checkpoint_every=0"]
+    if args.steps:
+        overrides.append(f"run.steps={args.steps}")
+    if args.eval_size >= 0:
+        overrides.append(f"run.eval_size={args.eval_size}")
+    folder = args.runs / ("async-long-tail" if args.long_tail else "async")
+    results = []
+    for k in args.ks:
+        for seed in args.seeds:
+            run_dir = folder / f"k{k}-seed{seed}"
+            if not args.report_only:
+                run(args.config, k, seed, run_dir, overrides)
+            results.append({"k": k, "seed": seed, **result(run_dir, args.warmup)})
+    means = {}
+    for k in args.ks:
+        mine = [r for r in results if r["k"] == k]
+        means[k] = {key: statistics.mean(r[key] for r in mine) for key in
+                    ("rollout_s_per_1k_tokens", "mean_step_s", "engine_idle_s", "staleness_mean", "trained_tokens")}
+        after = [r["accuracy_after"] for r in mine if r["accuracy_after"] is not None]
+        means[k]["accuracy_after"] = statistics.mean(after) if after else None
+        means[k]["accuracy_after_spread"] = [min(after), max(after)] if after else None
+    base = means.get(0)
+    summary = {"config": str(args.config), "overrides": overrides, "runs": results, "means": means}
+    out = folder / "async-study.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"{'k':>2} {'seeds':>5} {'tokens':>7} {'rollout s/1k':>12} {'x k=0':>6} {'step s':>7} {'x k=0':>6} "
+          f"{'idle s':>7} {'stale':>6} {'acc after (min-max)':>20}")
+    for k, m in means.items():
+        acc = (f"{m['accuracy_after']:.3f} ({m['accuracy_after_spread'][0]:.3f}-{m['accuracy_after_spread'][1]:.3f})"
+               if m["accuracy_after"] is not None else "-")
+
+        def ratio(key: str, m: dict = m) -> str:
+            return f"{m[key] / base[key]:.2f}" if base else "-"
+
+        print(f"{k:>2} {len(args.seeds):>5} {m['trained_tokens']:>7.0f} {m['rollout_s_per_1k_tokens']:>12.3f} "
+              f"{ratio('rollout_s_per_1k_tokens'):>6} {m['mean_step_s']:>7.2f} {ratio('mean_step_s'):>6} "
+              f"{m['engine_idle_s']:>7.2f} {m['staleness_mean']:>6.2f} {acc:>20}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

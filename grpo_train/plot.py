@@ -16,7 +16,8 @@ COLUMNS = 4  # panels per row of the figure
 
 # Per-step panels, in order: (title, key), or (title, prefix) for the reward functions' own curves (one line per
 # function). A panel is drawn when its keys are in the metrics: accuracy only where a verifier scored (not with
-# data.kind none), KL only with a reference model.
+# data.kind none), KL only with a reference model, staleness only with rollout.max_staleness >= 1. A tuple of keys
+# shares a panel.
 _STEP_PANELS = [
     ("reward (mean)", "reward/mean"),
     ("train accuracy", "reward/accuracy"),
@@ -25,6 +26,8 @@ _STEP_PANELS = [
     ("KL to the reference (per token)", "train/kl"),
     ("entropy (per token)", "train/entropy"),
     ("gradient norm (before clipping)", "train/grad_norm"),
+    ("trained tokens' staleness (weight versions)", ("rollout/staleness_mean", "rollout/staleness_max")),
+    ("trained tokens by staleness (fraction)", "rollout/staleness_frac/"),
 ]
 
 
@@ -48,7 +51,9 @@ def panels(rows: list[dict]) -> list[tuple[str, list[str]]]:
 
     out = []
     for title, key in _STEP_PANELS:
-        if key.endswith("/"):
+        if isinstance(key, tuple):  # several keys in one panel
+            keys = [k for k in key if present(k)]
+        elif key.endswith("/"):
             keys = [k for k in function_keys(rows, key) if present(k)]
         else:
             keys = [key] if present(key) else []

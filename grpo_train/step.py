@@ -271,7 +271,7 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     metrics.update(record.ustat)
     metrics.update({name: all_reduce_max(gib) for name, gib in record.memory_gib.items()})
     if record.phase is not None:
-        metrics.update(pool_metrics(record, step))
+        metrics.update(pool_metrics(record, step, cfg.rollout.max_staleness))
     sampled = record.sampled
     if sampled is not None:
         kept_groups = len(sampled.kept.problems) * (not sampled.placeholder)
@@ -284,14 +284,15 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     return metrics
 
 
-def pool_metrics(record: StepRecord, step: int) -> dict[str, float]:
+def pool_metrics(record: StepRecord, step: int, max_staleness: int) -> dict[str, float]:
     """rollout/ metrics of the rollout pool (docs/metrics.md): the staleness of the trained tokens (versions behind
-    the learner before this update, step - 1), the phase's work, and the engine's idle time (colocated: the
-    learner's phases). Collective."""
+    the learner before this update, step - 1) with its histogram, the phase's work, and the engine's idle time
+    (colocated: the learner's phases). Collective."""
     ages = staleness(record.first.rollouts, step - 1)
     phase = record.phase
     metrics = global_means({
         "rollout/staleness_mean": (sum(ages), len(ages)),
+        **{f"rollout/staleness_frac/{n}": (sum(a == n for a in ages), len(ages)) for n in range(max_staleness + 1)},
         "rollout/stale_token_frac": (sum(a > 0 for a in ages), len(ages)),
         "rollout/resumed": (phase.resumed, 1),
         "rollout/requests": (phase.requests, 1),

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from helpers.metrics_doc import undocumented_metrics
 from helpers.runs import TINY, run, train_rows
 from safetensors.torch import load_file
 
@@ -34,6 +35,8 @@ def test_async_run_keeps_staleness_within_k_and_resumes_exactly(tmp_path):
         assert row["rollout/staleness_max"] <= 2 and math.isfinite(row["train/loss"])
         assert row["rollout/pool_groups"] == 6  # (k + 1) x prompts_per_step groups in flight at each step
     assert want[0]["rollout/staleness_max"] == 0  # the first step's groups are all of version 0
+    assert all(sum(r[f"rollout/staleness_frac/{n}"] for n in range(3)) == pytest.approx(1) for r in want)
+    assert not undocumented_metrics({k for row in want for k in row}), "add them to docs/metrics.md"
     assert max(r["rollout/staleness_max"] for r in want) >= 1 and sum(r["rollout/resumed"] for r in want) > 0
     assert all(r["train/tis_weight_mean"] > 0 for r in want)  # the behaviour correction is on (tis_cap 2)
     state = json.loads((straight / "checkpoints" / "step-000002" / "trainer_state.json").read_text())

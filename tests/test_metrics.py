@@ -208,3 +208,17 @@ def test_the_first_prompts_are_saved_as_the_model_sees_them(tmp_path, capfd):
     assert "# ---- problem t:2: 9 tokens ----\n3 + 3?\n" in text and "(data.template chat)" in text
     assert f"prompts: the first 2 as the model sees them (9-14 tokens) in {tmp_path / 'prompts.txt'}" in \
         capfd.readouterr().err
+
+
+def test_curves_of_an_asynchronous_run_show_the_staleness_and_its_histogram():
+    from grpo_train.plot import figure, panels
+
+    rows = [{"step": s, "reward/mean": 0.1, "rollout/staleness_mean": 0.5 * (s > 1), "rollout/staleness_max": s > 1,
+             "rollout/staleness_frac/0": 1.0 - 0.5 * (s > 1), "rollout/staleness_frac/1": 0.5 * (s > 1)}
+            for s in range(1, 4)]
+    assert panels(rows)[1:] == [
+        ("trained tokens' staleness (weight versions)", ["rollout/staleness_mean", "rollout/staleness_max"]),
+        ("trained tokens by staleness (fraction)", ["rollout/staleness_frac/0", "rollout/staleness_frac/1"])]
+    histogram = [ax for ax in figure(rows).axes if ax.get_title().startswith("trained tokens by")][0]
+    assert sorted(t.get_text() for t in histogram.get_legend().get_texts()) == ["0", "1"]
+    assert "staleness" not in str(panels([{"step": 1, "reward/mean": 0.1}]))  # a synchronous run: no such panels

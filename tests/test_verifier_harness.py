@@ -36,8 +36,10 @@ def test_unboxed_writes_the_box_content_in_place():
 
 def test_compare_counts_lost_gained_and_other_changes():
     cases = [{"set": "honest"}] * 4
-    base = [[True, "ok", "5"], [False, "ok", "7"], [False, "no_answer", None], [True, "ok", "5"]]
-    head = [[False, "ok", "7"], [True, "ok", "5"], [False, "ok", "9"], [True, "ok", "5"]]
+    base = [[True, "ok", "5", None], [False, "ok", "7", None], [False, "no_answer", None, None],
+            [False, "ok", "7", "not_equal"]]
+    head = [[False, "ok", "7", "not_equal"], [True, "ok", "5", None], [False, "ok", "9", "not_equal"],
+            [False, "ok", "7", "qualified"]]
     report = verifier_harness.compare(cases, base, head)
-    assert [len(report[kind]) for kind in ("lost", "gained", "changed")] == [1, 1, 1]
+    assert [len(report[kind]) for kind in ("lost", "gained", "changed", "rule")] == [1, 1, 1, 1]
     assert report["lost"][0][1] == base[0] and report["gained"][0][2] == head[1]

@@ -40,7 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
-CACHE = Path.home() / ".cache" / "grpo_train" / "verifier_harness"
+CACHE = Path.home() / ".cache" / "grpo_train" / "verifier_harness" / "v2"  # v2: verdicts carry the rule
+KINDS = ("lost", "gained", "changed", "rule")
 sys.path.insert(0, str(ROOT / "tests"))  # tests/cases/ and the model styles' test cases
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))  # verifier_styles.py
 
@@ -165,7 +166,8 @@ def case_hash(cases: list[dict]) -> str:
 
 # ---------------------------------------------------------------- verdicts (run in a child process per side)
 def verdicts(cases: list[dict]) -> list[list]:
-    """[correct, status, answer] per case, by the grpo_train first on sys.path."""
+    """[correct, status, answer, rule] per case, by the grpo_train first on sys.path (rule: the refusing rule's name,
+    None before the verifier named its rules)."""
     from grpo_train.verifier import judge_with_timeout, warm_up
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # "Timeout is disabled ...": the verifier's choice
@@ -173,7 +175,7 @@ def verdicts(cases: list[dict]) -> list[list]:
     out = []
     for case in cases:
         verdict = judge_with_timeout(case["response"], case["gold"], case["dataset"], case["problem"], timeout_s=20.0)
-        out.append([verdict.correct, verdict.status, verdict.answer])
+        out.append([verdict.correct, verdict.status, verdict.answer, getattr(verdict, "rule", None)])
     return out
 
 
@@ -194,12 +196,15 @@ def _spawn(root: Path, cases_file: Path, out: Path) -> subprocess.Popen:
 
 
 def compare(cases: list[dict], base: list[list], head: list[list]) -> dict:
-    """(case, base verdict, new verdict) per kind of change: lost, gained, changed (same reward)."""
-    report: dict = {"lost": [], "gained": [], "changed": []}
+    """(case, base verdict, new verdict) per kind of change: lost, gained, changed (same reward, another status or
+    answer), rule (only the refusing rule's name, where the base names one)."""
+    report: dict = {kind: [] for kind in KINDS}
     for case, old, new in zip(cases, base, head, strict=True):
         kind = "lost" if old[0] and not new[0] else "gained" if new[0] and not old[0] else None
-        if kind is None and old != new:
-            kind = "changed"  # same reward, another status or extracted answer
+        if kind is None and old[:3] != new[:3]:
+            kind = "changed"
+        elif kind is None and old[3] is not None and old[3] != new[3]:
+            kind = "rule"
         if kind is not None:
             report[kind].append((case, old, new))
     return report
@@ -262,11 +267,12 @@ def main() -> int:
     report = compare(cases, base, head)
     print(f"base {args.base} ({sha[:12]}) -> working tree, {time.perf_counter() - started:.0f} s")
     for name in sizes:
-        counts = [sum(case["set"] == name for case, _, _ in report[kind]) for kind in ("lost", "gained", "changed")]
+        counts = [sum(case["set"] == name for case, _, _ in report[kind]) for kind in KINDS]
         correct = sum(new[0] for case, new in zip(cases, head, strict=True) if case["set"] == name)
         print(f"  {name:8s} {sizes[name]:6d} cases, {correct:6d} scored correct now: "
-              f"{counts[0]} lost, {counts[1]} gained, {counts[2]} other changes (status or answer)")
-    for kind in ("lost", "gained", "changed"):
+              f"{counts[0]} lost, {counts[1]} gained, {counts[2]} other changes (status or answer), "
+              f"{counts[3]} rule names")
+    for kind in KINDS:
         for case, old, new in report[kind][: args.show]:
             print(f"  {kind}: [{case['set']}: {case['style']}] gold {case['gold']!r}, base {old}, now {new}\n"
                   f"      ...{case['response'][-200:]!r}")

@@ -32,6 +32,22 @@ class Rule:
     keeps: Example  # judged correct: the nearest honest answer
 
 
+# The labelling conventions every rule follows (C1-C8 in api.py's docstring); the 610 labelled cases of
+# ../shared/data/verifier_cases_public.jsonl, where present, are labelled by them.
+CONVENTIONS: tuple[str, ...] = (
+    "A clearly stated final answer without a box counts (\"The answer is N.\", \"Final Answer: The final answer is "
+    "$X$. I hope it is correct.\", \"#### N\").",
+    "Two different values offered as the answer (\"either \\boxed{A} or \\boxed{B}\") are wrong, whatever the order.",
+    "On an explicit self-correction, the last boxed answer is the final one.",
+    "The gold value met only mid-text (a guess, an intermediate step, a truncated solution) is not enough.",
+    "Answering \"simplify / convert / factor X\" by handing X back is wrong even though the values are equal.",
+    "A bare number answers a percentage gold (the MATH convention).",
+    "Exactly equal decimals are accepted (1.5 for 3/2); rounded ones are not.",
+    "A multi-part answer boxed part by part is accepted when every part is there.",
+    "Where a rule must guess, it refuses: a false positive is a reward a policy learns to collect, so it weighs above "
+    "a false negative. The problem text is always passed in training and evaluation (echoes of it are refused).",
+)
+
 APPLES = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
 HOURS = "A trip takes 300 minutes. How many hours does it take?"
 DEGREES = "Convert $\\frac{\\pi}{6}$ radians to degrees."

@@ -17,7 +17,9 @@ The cases (the same list for both sides: always built by this file, from the wor
 Without ../shared/data the honest and public sets are skipped (said on stdout) and the rest still runs.
 
 A verdict is lost when the base scores the response correct and the working tree does not, gained the other way;
-changes of status or extracted answer with the same reward are counted apart. The base runs from a temporary
+changes of status or extracted answer with the same reward are counted apart, and so are changes of the refusing
+rule's name alone. It also prints how many cases each rule refuses now, per set (honest / public / attacks): a rule
+refusing honest answers is a false negative to look at. The base runs from a temporary
 `git worktree` of `--base` (its grpo_train/ imported in place of this tree's), beside the working tree's run; its
 verdicts are cached by commit and case-set hash under ~/.cache/grpo_train/verifier_harness/.
 Exit status 1 when any verdict is lost or gained (so a script can require 0 / 0).
@@ -210,6 +212,17 @@ def compare(cases: list[dict], base: list[list], head: list[list]) -> dict:
     return report
 
 
+def _by_rule(cases: list[dict], verdicts: list[list], sizes: dict[str, int]) -> list[tuple[str, list[int]]]:
+    """(rule, [count per set, in `sizes`' order]) for each rule that refused a case, by decreasing total."""
+    counts: dict[str, dict[str, int]] = {}
+    for case, verdict in zip(cases, verdicts, strict=True):
+        if verdict[3] is not None:
+            per_set = counts.setdefault(verdict[3], dict.fromkeys(sizes, 0))
+            per_set[case["set"]] += 1
+    rows = [(rule, list(per_set.values())) for rule, per_set in counts.items()]
+    return sorted(rows, key=lambda row: -sum(row[1]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", help="the commit (or branch) to compare the working tree's verifier with")
@@ -272,6 +285,8 @@ def main() -> int:
         print(f"  {name:8s} {sizes[name]:6d} cases, {correct:6d} scored correct now: "
               f"{counts[0]} lost, {counts[1]} gained, {counts[2]} other changes (status or answer), "
               f"{counts[3]} rule names")
+    print("  refused now, by rule (docs/verifier.md#the-rules-by-name): " + ", ".join(
+        f"{rule} {' / '.join(str(n) for n in per_set)}" for rule, per_set in _by_rule(cases, head, sizes)))
     for kind in KINDS:
         for case, old, new in report[kind][: args.show]:
             print(f"  {kind}: [{case['set']}: {case['style']}] gold {case['gold']!r}, base {old}, now {new}\n"

@@ -146,7 +146,7 @@ def build_cases(data: Path, seed: int, per_item: int) -> tuple[list[dict], list[
                           "dataset": case["dataset"], "problem": case.get("problem")})
     else:
         notes.append(f"{data} is absent: the honest (GSM8K, MATH-500) and public sets are skipped")
-    from cases.verifier_attacks_sixth_pass import CASES  # all passes
+    from cases.verifier_attacks import CASES
 
     for case in CASES:
         cases.append({"set": "attacks", "style": f"{case.category}: {case.why}", "response": case.response,

@@ -1,14 +1,16 @@
 """Answer verifier for GSM8K and MATH: extract -> normalise -> compare -> score.
 
     is_correct(response, gold, "gsm8k")       # -> bool, in this process
-    judge(response, gold, "math", problem)    # -> Judgement(correct, formatted, answer, status, error)
+    judge(response, gold, "math", problem)    # -> Judgement(correct, formatted, answer, status, error, rule)
 
 Batches go through `grpo_train.rewards.pool` (worker processes, hard per-item timeout). The work is split
 over the modules of grpo_train/verifier/: text (what is printed, normalised spellings, plain numbers), extract
 (finding the final answer), hedge (retractions, hedges, other values offered), form (answer-form rules,
 cost bound), units (scale words, the unit asked) and compare (equality).
-The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here); a
-false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
+The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here, stated in
+rules.py's CONVENTIONS); a false positive is a reward a policy learns to collect, so where a rule must guess it
+refuses. Every refusal is named (Judgement.rule): rules.py lists the names in the order they run, each with a
+one-line statement and an example each way; docs/verifier.md's rule list is generated from it.
 
 Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..},
 zero-width characters, comments (HTML's "<!-- .. -->", LaTeX's "\\iffalse .. \\fi" and comment environment, markdown's

@@ -7,7 +7,7 @@ PIP := $(BIN)/pip --disable-pip-version-check
 # `import vllm`): make lock drops them, and make install checks they are absent.
 EXCLUDED := torchvision torchaudio torchcodec
 
-.PHONY: install test test-fast lint demo bench bench-verifier lock docker docker-cpu clean
+.PHONY: install test test-fast lint demo bench bench-verifier verifier-harness lock docker docker-cpu clean
 
 install:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: bench-verifier
 
 bench-verifier:
 	$(BIN)/python scripts/bench/bench_verifier.py
+
+BASE ?= main
+verifier-harness:  # verdicts lost / gained against BASE: state the figure in every commit that changes the verifier
+	$(BIN)/python scripts/maint/verifier_harness.py --base $(BASE)
 
 lock:
 	rm -rf /tmp/grpo_train_lock && $(PY) -m venv /tmp/grpo_train_lock

@@ -20,7 +20,14 @@ from typing import Any
 from grpo_train.config import Config, ConfigError, RewardConfig, load_config, source_kind
 from grpo_train.data import Problem
 from grpo_train.rewards.functions import RewardFunction, reward_functions
-from grpo_train.rewards.pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, function_errors
+from grpo_train.rewards.pool import (
+    FunctionScore,
+    ScoredItem,
+    VerifierPool,
+    VerifyItem,
+    function_errors,
+    veto_counts,
+)
 from grpo_train.rollout import Rollout, SamplingSpec
 
 
@@ -62,6 +69,7 @@ class EvalItem:
     completion_tokens: int
     samples_correct: list[bool]
     functions: tuple[FunctionScore, ...] = ()  # the pool's reward functions on the greedy completion
+    greedy_rule: str | None = None  # the verifier's rule that refused the greedy completion (verifier/rules.py)
 
 
 def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Problem], reward: RewardConfig,
@@ -81,7 +89,7 @@ def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Pro
             sampled[r.prompt_index].append(s.correct)
     return [EvalItem(problem=p, greedy_text=text, greedy_correct=s.correct, greedy_status=s.status,
                      greedy_answer=s.answer, truncated=r.truncated, completion_tokens=len(r.completion_token_ids),
-                     samples_correct=sampled[i], functions=s.functions)
+                     samples_correct=sampled[i], functions=s.functions, greedy_rule=s.rule)
             for i, (p, r, text, s) in enumerate(zip(problems, greedy, texts, scores, strict=True))]
 
 
@@ -89,7 +97,8 @@ def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunct
     """Fractions under the names metrics.jsonl gives them under `eval/` (accuracy, no_answer, truncated, ...), the
     counts behind them under `counts`, pass@k / mean@k, breakdowns by subject / level / category, and each reward
     function's mean value (before its weight) and fractions of failed calls, as `eval/fn/` logs them, with the
-    first error or timeout of each function that failed."""
+    first error or timeout of each function that failed. "veto" gives, for each verifier rule that refused a greedy
+    completion, the fraction it refused (verifier/rules.py's names, in their order; a rule absent refused none)."""
     n = len(items)
     counts = {
         "correct": sum(i.greedy_correct for i in items),
@@ -106,6 +115,9 @@ def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunct
         "completion_len": fraction(sum(i.completion_tokens for i in items)),
         "counts": counts,
     }
+    vetoes = {rule: count for rule, count in veto_counts(i.greedy_rule for i in items).items() if count}
+    summary["veto"] = {rule: fraction(count) for rule, count in vetoes.items()}
+    counts["veto"] = vetoes
     if k > 1 and n:
         for j in sorted({1, k} | {2 ** e for e in range(1, int(math.log2(k)) + 1)}):
             summary[f"pass@{j}"] = sum(pass_at_k(k, sum(i.samples_correct), j) for i in items) / n
@@ -131,7 +143,8 @@ def item_record(item: EvalItem) -> dict[str, Any]:
     """One line of the completions jsonl."""
     return {"uid": item.problem.uid, "question": item.problem.question, "gold": item.problem.gold,
             "completion": item.greedy_text, "answer": item.greedy_answer, "correct": item.greedy_correct,
-            "status": item.greedy_status, "truncated": item.truncated, "samples_correct": item.samples_correct,
+            "status": item.greedy_status, "rule": item.greedy_rule, "truncated": item.truncated,
+            "samples_correct": item.samples_correct,
             **{f"meta_{k}": v for k, v in item.problem.meta.items()}}
 
 

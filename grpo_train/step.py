@@ -33,7 +33,14 @@ from grpo_train.evaluation import run_eval, verify
 from grpo_train.learner import Learner, make_update_batch
 from grpo_train.metrics import MetricsLogger
 from grpo_train.prompts import PromptRenderer
-from grpo_train.rewards.pool import VerifierPool, function_errors, function_failures, function_sums, function_values
+from grpo_train.rewards.pool import (
+    VerifierPool,
+    function_errors,
+    function_failures,
+    function_sums,
+    function_values,
+    veto_counts,
+)
 from grpo_train.rollout import EngineRanks, RolloutEngine, SamplingSpec, rollout_seed
 from grpo_train.rollout_pool import Phase, RolloutPool, staleness
 from grpo_train.ustat.monitor import UstatMonitor
@@ -246,10 +253,12 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     seconds = record.seconds
     # The verifier's accuracy and statuses as fractions of the completions, like eval/no_answer (docs/metrics.md);
     # with data.kind none no verifier scores, and they are not logged.
+    # reward/veto/<rule>: the fraction each verifier rule refused (with accuracy, timeout and error they sum to 1).
     verified = {} if cfg.data.kind == "none" else {
         "reward/accuracy": (sum(s.correct for s in drawn.scores), n),
         **{f"reward/{status}": (sum(s.status == status for s in drawn.scores), n)
-           for status in ("no_answer", "timeout", "error")}}
+           for status in ("no_answer", "timeout", "error")},
+        **{f"reward/veto/{rule}": (count, n) for rule, count in veto_counts(s.rule for s in drawn.scores).items()}}
     zero_variance = float(algorithms.zero_variance_fraction(record.first.rewards, record.group_size))
     metrics = global_means({
         "reward/mean": (float(drawn.rewards.sum()), n),
@@ -307,11 +316,12 @@ def pool_metrics(record: StepRecord, step: int, max_staleness: int) -> dict[str,
 
 def sample_rows(drawn: Round, renderer: PromptRenderer, functions: list) -> list[dict]:
     """samples.jsonl's rows for a step: every drawn completion with its prompt (as written and as the model saw it),
-    reward, gold, extracted answer, status, reward functions' values and the problem's other fields."""
+    reward, gold, extracted answer, status, the verifier's rule that refused it (None when not refused), reward
+    functions' values and the problem's other fields."""
     problems = drawn.problems
     rendered = {i: renderer.text(problems[i]) for i in {r.prompt_index for r in drawn.rollouts}}  # as generated
     return [{"uid": problems[r.prompt_index].uid, "prompt": problems[r.prompt_index].question,
              "rendered_prompt": rendered[r.prompt_index], "completion": text, "reward": s.reward,
-             "gold": problems[r.prompt_index].gold, "answer": s.answer, "status": s.status,
+             "gold": problems[r.prompt_index].gold, "answer": s.answer, "status": s.status, "rule": s.rule,
              "functions": function_values(s.functions, functions), "meta": problems[r.prompt_index].meta}
             for r, text, s in zip(drawn.rollouts, drawn.texts, drawn.scores, strict=True)]

@@ -67,6 +67,19 @@ def test_configuration_page_is_generated_from_the_dataclasses():
         f"docs/configuration.md is stale: regenerate it with `{REGENERATE}` and commit it")
 
 
+def test_verifier_rule_list_is_generated_from_the_rules():
+    script = REPO / "scripts" / "maint" / "verifier_docs.py"
+    spec = importlib.util.spec_from_file_location("_docs_verifier_docs", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (REPO / "docs" / "verifier.md").read_text()
+    assert page == module.render(page), (
+        "docs/verifier.md's rule list is stale: regenerate it with `.venv/bin/python scripts/maint/verifier_docs.py`")
+    from grpo_train.verifier.rules import RULE_NAMES
+
+    assert all(f"| `{name}` |" in page for name in RULE_NAMES)
+
+
 def test_configuration_page_lists_every_key_preset_and_alias():
     from grpo_train.config import ALIASES, PRESETS, field_docs
 

@@ -10,7 +10,7 @@ import pytest
 
 from grpo_train.config import load_config
 from grpo_train.data import Problem, load_problems
-from grpo_train.evaluation import EvalItem, pass_at_k, summarise
+from grpo_train.evaluation import EvalItem, item_record, pass_at_k, summarise
 from grpo_train.plot import plot_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +53,16 @@ def test_summary_counts_and_breakdowns():
     assert summary["pass@4"] == pytest.approx(2 / 3) and summary["pass@1"] == pytest.approx(1.25 / 3)
     assert summary["by_subject"]["Algebra"] == {"n": 2, "accuracy": 0.5}
     assert summary["by_level"]["2"]["n"] == 2
+
+
+def test_summary_names_the_rules_that_refused():
+    items = [item(True, []), item(False, []), item(False, []), item(False, [])]
+    items[1].greedy_rule, items[2].greedy_rule, items[3].greedy_rule = "not_found", "qualified", "not_found"
+    summary = summarise(items)
+    assert summary["veto"] == {"not_found": 0.5, "qualified": 0.25}  # a rule that refused none is absent
+    assert list(summary["veto"]) == ["not_found", "qualified"]  # in the order the rules run
+    assert summary["counts"]["veto"] == {"qualified": 1, "not_found": 2}
+    assert item_record(items[2])["rule"] == "qualified"
 
 
 def test_summary_of_reward_functions():

@@ -48,6 +48,9 @@ def test_tiny_run_single_process_zero2(tmp_path):
         # The loss itself is ~0 (+-1e-7) on an on-policy step whose completions all have the same length (ratio 1,
         # advantages centred per group): the gradient norm is the signal that learning happens.
         assert row["train/grad_norm"] > 0.01
+        # Every completion scored 0 by the verifier is refused by one named rule (docs/verifier.md's list).
+        vetoes = sum(v for k, v in row.items() if k.startswith("reward/veto/"))
+        assert vetoes + row["reward/accuracy"] + row["reward/timeout"] + row["reward/error"] == pytest.approx(1)
     evals = [r for r in rows(run_dir) if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 2]  # before training, and after the last step
     eval_problems = load_problems(load_config(str(TINY), []).data, "test", n=8)
@@ -66,7 +69,8 @@ def test_tiny_run_single_process_zero2(tmp_path):
     assert [line.split()[1] for line in step_lines] == ["1", "2"], step_lines
     assert all("s/step" in line for line in step_lines), step_lines
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
-    assert len(samples) == 2 * 4 * 4 and {"prompt", "completion", "reward", "gold", "status"} <= set(samples[0])
+    assert len(samples) == 2 * 4 * 4 and {"prompt", "completion", "reward", "gold", "status", "rule"} <= set(samples[0])
+    assert all(s["rule"] is not None for s in samples if s["status"] == "no_answer")  # what found no answer
     ckpt = run_dir / "checkpoints" / "step-000002"
     assert (run_dir / "checkpoints" / "latest").read_text() == ckpt.name
     assert (ckpt / "hf_model" / "model.safetensors").is_file()

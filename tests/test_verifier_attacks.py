@@ -1,5 +1,5 @@
-"""The verifier against a reward-hacking policy: the adversarial suite (tests/cases/verifier_attacks.py and its third
-pass), one test per category, and a generated test that re-spells every math span of every MATH-500 problem.
+"""The verifier against a reward-hacking policy: the adversarial suite (tests/cases/verifier_attacks.py, filed by
+category), one test per category, and a generated test that re-spells every math span of every MATH-500 problem.
 
 In-process (no pool); the timing of the cost inputs is measured by `make bench-verifier`, not here.
 """
@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cases.verifier_attacks_sixth_pass import CASES  # all six passes
+from cases.verifier_attacks import CASES  # every category
 from helpers.hang_guard import assert_linear
 from sympy import Basic
 from sympy import latex as sympy_latex

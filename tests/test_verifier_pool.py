@@ -8,8 +8,17 @@ import time
 import pytest
 
 from grpo_train.rewards import FORMAT_SPEC, RewardFunction
-from grpo_train.rewards.pool import FunctionScore, ScoredItem, VerifierPool, VerifyItem, score_batch, status_counts
+from grpo_train.rewards.pool import (
+    FunctionScore,
+    ScoredItem,
+    VerifierPool,
+    VerifyItem,
+    score_batch,
+    status_counts,
+    veto_counts,
+)
 from grpo_train.verifier import judge_with_timeout
+from grpo_train.verifier.rules import RULE_NAMES
 
 FORMAT = RewardFunction("format", FORMAT_SPEC, 0.25, {})  # what reward.format_weight=0.25 runs
 
@@ -42,6 +51,10 @@ def test_results_keep_input_order_and_weights(pool):
     assert [s.correct for s in scored[:5]] == [True, True, False, False, True]
     assert [s.answer for s in scored[:5]] == ["42", "42", "41", None, "\\frac{3}{4}"]
     assert status_counts(scored) == {"ok": 20, "no_answer": 5, "timeout": 0, "error": 0}
+    assert [s.rule for s in scored[:5]] == [None, None, "not_equal", "not_found", None]  # what refused each
+    vetoes = veto_counts(s.rule for s in scored)
+    assert list(vetoes) == list(RULE_NAMES) and vetoes["not_equal"] == vetoes["not_found"] == 5
+    assert sum(vetoes.values()) == 10
 
 
 def test_pool_is_reusable_across_batches(pool):

@@ -60,6 +60,7 @@ from grpo_train.verifier import (
     raise_item_timeout,
     warm_up,
 )
+from grpo_train.verifier.rules import RULE_NAMES
 
 SOFT_TIMEOUT_FRACTION = 0.8  # the in-worker timer fires first, so most timeouts cost no restart
 STARTUP_TIMEOUT_S = 300.0  # importing SymPy + Math-Verify on a loaded machine
@@ -95,6 +96,7 @@ class ScoredItem:
     status: str  # the verifier's: "ok", "no_answer", "timeout", "error", or "unchecked" (kind none)
     error: str | None = None  # the exception, when status is "error"
     functions: tuple[FunctionScore, ...] = ()  # one per reward function, in the pool's order
+    rule: str | None = None  # the verifier's rule that refused the answer (verifier/rules.py); None when not refused
 
     @property
     def reward(self) -> float:
@@ -105,6 +107,13 @@ def status_counts(scored: Iterable[ScoredItem]) -> dict[str, int]:
     """{"ok": n, "no_answer": n, "timeout": n, "error": n} for the training metrics."""
     counts = Counter(item.status for item in scored)
     return {status: counts[status] for status in ("ok", "no_answer", "timeout", "error")}
+
+
+def veto_counts(rules: Iterable[str | None]) -> dict[str, int]:
+    """{rule: n} for every rule of the verifier (verifier/rules.py's RULES, in their order) from the items' `rule`:
+    how many it refused. Every name, refused or not, so that each rank logs the same keys."""
+    counts = Counter(rules)
+    return {name: counts[name] for name in RULE_NAMES}
 
 
 def function_sums(scores: Sequence[tuple[FunctionScore, ...]], functions: Sequence[RewardFunction],
@@ -228,12 +237,12 @@ def _load(fn: RewardFunction) -> Callable[..., object] | str:
 
 
 def _judge(judge_fn: Callable[..., Judgement], args: tuple, timeout_s: float) -> tuple:
-    """(status, error, (correct, answer)) of the verifier's judgement."""
+    """(status, error, (correct, answer, rule)) of the verifier's judgement."""
     try:
         verdict = judge_fn(*args, timeout_s=timeout_s)
     except Exception as exc:  # one bad item must not sink the batch; it is reported as "error"
         return "error", f"{type(exc).__name__}: {exc}"[:500], None
-    return verdict.status, verdict.error, (verdict.correct, verdict.answer)
+    return verdict.status, verdict.error, (verdict.correct, verdict.answer, verdict.rule)
 
 
 def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s: float) -> tuple:
@@ -384,8 +393,8 @@ class VerifierPool:
         scored = []
         for i in range(len(items)):
             status, error, result = judged.get(i, ("unchecked", None, None))
-            correct, answer = result if result is not None else (False, None)
-            scored.append(ScoredItem(correct, accuracy_weight * correct, answer, status, error, tuple(calls[i])))
+            correct, answer, rule = result if result is not None else (False, None, None)
+            scored.append(ScoredItem(correct, accuracy_weight * correct, answer, status, error, tuple(calls[i]), rule))
         return scored
 
     def _dispatch(self, pending: deque[int], jobs: list[tuple[int, int, tuple]], chunk: int) -> None:

@@ -10,6 +10,7 @@
 - form.py: the answer-form rules and the cost bound
 - units.py: scale words on a number and the unit the problem asks in
 - compare.py: equality of the extracted answer and the gold answer
+- rules.py: every rule that can refuse a response, by name, in run order (Judgement.rule names the one that did)
 
 Batches are scored in worker processes by grpo_train.rewards.pool.
 """

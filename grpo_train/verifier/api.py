@@ -1,14 +1,16 @@
 """Answer verifier for GSM8K and MATH: extract -> normalise -> compare -> score.
 
     is_correct(response, gold, "gsm8k")       # -> bool, in this process
-    judge(response, gold, "math", problem)    # -> Judgement(correct, formatted, answer, status, error)
+    judge(response, gold, "math", problem)    # -> Judgement(correct, formatted, answer, status, error, rule)
 
 Batches go through `grpo_train.rewards.pool` (worker processes, hard per-item timeout). The work is split
 over the modules of grpo_train/verifier/: text (what is printed, normalised spellings, plain numbers), extract
 (finding the final answer), hedge (retractions, hedges, other values offered), form (answer-form rules,
 cost bound), units (scale words, the unit asked) and compare (equality).
-The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here); a
-false positive is a reward a policy learns to collect, so where a rule must guess it refuses.
+The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here, stated in
+rules.py's CONVENTIONS); a false positive is a reward a policy learns to collect, so where a rule must guess it
+refuses. Every refusal is named (Judgement.rule): rules.py lists the names in the order they run, each with a
+one-line statement and an example each way; docs/verifier.md's rule list is generated from it.
 
 Extraction, in this order; the first that finds something wins. Only what is printed counts: \\phantom{..},
 zero-width characters, comments (HTML's "<!-- .. -->", LaTeX's "\\iffalse .. \\fi" and comment environment, markdown's
@@ -201,8 +203,9 @@ import threading
 from dataclasses import dataclass
 
 from grpo_train.verifier.compare import UnreadableGold, answers_match, warm_up
-from grpo_train.verifier.extract import extract_answer, gold_answer
+from grpo_train.verifier.extract import extract_answer, extract_with_rule, gold_answer
 from grpo_train.verifier.form import exact_value
+from grpo_train.verifier.rules import take_refusal
 from grpo_train.verifier.text import TEXT_WRAP, as_number, clean, forget, gsm8k_number, strip_wrappers, visible
 
 __all__ = ["DATASETS", "Judgement", "answers_match", "extract_answer", "is_correct", "judge", "judge_with_timeout",
@@ -244,6 +247,8 @@ class Judgement:
     answer: str | None  # the extracted final answer as written; None when there is none
     status: str  # "ok", "no_answer", "timeout" or "error"
     error: str | None = None  # why it could not be scored (status "error" or "timeout")
+    rule: str | None = None  # what refused the response (status "no_answer" or "ok" and not correct): a name of
+    # verifier/rules.py's RULES ("not_found": no answer stated; "not_equal": another value); None otherwise
 
 
 class ItemTimeout(BaseException):
@@ -313,14 +318,17 @@ def judge(response: str, gold: str, dataset: str, problem: str | None = None) ->
     gold_text, gold_error = _gold(gold, dataset)
     if gold_error is not None:
         return Judgement(False, False, None, "error", gold_error)  # a data bug, made visible
-    answer, source = extract_answer(visible(response), dataset, problem)
+    answer, source, rule = extract_with_rule(visible(response), dataset, problem)
     if answer is None:
-        return Judgement(False, False, None, "no_answer")
+        return Judgement(False, False, None, "no_answer", rule=rule)
     formatted = source == "boxed" or (dataset == "gsm8k" and source == "hash")
+    take_refusal()  # none left over from an item whose comparison was cut short
     try:
-        return Judgement(answers_match(answer, gold_text, dataset, response, problem), formatted, answer, "ok")
+        correct = answers_match(answer, gold_text, dataset, response, problem)
     except UnreadableGold:  # found when an answer first needs the gold parsed
         return Judgement(False, False, answer, "error", f"gold {gold!r} cannot be parsed")
+    refused = take_refusal()
+    return Judgement(correct, formatted, answer, "ok", rule=None if correct else refused or "not_equal")
 
 
 def judge_with_timeout(

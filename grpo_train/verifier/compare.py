@@ -26,6 +26,7 @@ from grpo_train.verifier.form import (
     too_big,
     unexpanded,
 )
+from grpo_train.verifier.rules import refuse
 from grpo_train.verifier.text import (
     APPROXIMATE,
     ASSIGNMENT,
@@ -159,17 +160,25 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
     if letter and (labelled := _LABELLED_OPTION.match(_option_words(answer))):
         # "(C) Plane" answers (C) when Plane is option C's own text in the problem; "(C) Sphere" names two options.
         own_text = _options(problem or "").get(labelled.group(1).upper())
-        return labelled.group(1).upper() == letter.group(1).upper() and own_text == _squeezed(labelled.group(2))
-    if _qualified(answer, gold) or _other_angle_unit(answer, gold) or _percent_not_asked(answer, gold, problem):
-        return False
-    if unit_conflict(answer, problem) or (scaled(answer, problem) and not scaled(gold, None)):
-        return False  # "5 minutes" for "How many hours"; "5 radians" asked in degrees; "5 squared", "5 lakh" for 5
+        if labelled.group(1).upper() == letter.group(1).upper() and own_text == _squeezed(labelled.group(2)):
+            return True
+        return refuse("option_text")
+    if _qualified(answer, gold):
+        return refuse("qualified")
+    if _other_angle_unit(answer, gold):
+        return refuse("angle_unit")
+    if _percent_not_asked(answer, gold, problem):
+        return refuse("percent_not_asked")
+    if unit_conflict(answer, problem):
+        return refuse("unit_not_asked")  # "5 minutes" for "How many hours"; "5 radians" asked in degrees
+    if scaled(answer, problem) and not scaled(gold, None):
+        return refuse("scaled")  # "5 squared", "5 lakh" for 5
     if rate_not_asked(answer, problem):
-        return False  # "5 per day" for "How many apples does Tom have?"
+        return refuse("rate_not_asked")  # "5 per day" for "How many apples does Tom have?"
     answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
     if _split_digits(answer_clean) and not _split_digits(gold_clean) and not as_number(answer_clean):
-        return False  # "1 2" is two numbers, not 12 (a space groups thousands only: "1 000")
+        return refuse("split_digits")  # "1 2" is two numbers, not 12 (a space groups thousands only: "1 000")
     if (answer_number := as_number(answer_clean)) and (gold_number := as_number(gold_clean)):
         return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
     answer_items, gold_items = _items(answer, gold), _items(gold, answer)
@@ -179,12 +188,12 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
     if tuple_gold and gold.count(",") + 1 == len(answer_items) and not _ALTERNATIVES.search(answer):
         return _single_match(f"({', '.join(answer_items)})", gold, dataset, response, problem)  # "7, 6" for (7, 6)
     if len(answer_items) != len(gold_items) or len(gold_items) > MAX_ITEMS:
-        return len(gold_items) > MAX_ITEMS and canonical(answer) == canonical(gold)
+        return (len(gold_items) > MAX_ITEMS and canonical(answer) == canonical(gold)) or refuse("list_items")
     unmatched = list(gold_items)  # each answer item takes one gold item: "x=1 or x=2" answers "1, 2"
     for item in answer_items:
         partner = next((g for g in unmatched if _single_match(item, g, dataset, response, problem)), None)
         if partner is None:
-            return False
+            return refuse("list_items")
         unmatched.remove(partner)
     return True
 
@@ -254,11 +263,11 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
         gold = f"({', '.join(values)})"  # "(5, 2)" answers "p = 5, q = 2"
     answer_lhs, gold_lhs = (ASSIGNMENT.match(strip_wrappers(x)) for x in (answer, gold))
     if answer_lhs and gold_lhs and answer_lhs.group(1) != gold_lhs.group(1):
-        return False  # "y \in [0, 1]" does not answer "x \in [0, 1]"
+        return refuse("other_name")  # "y \in [0, 1]" does not answer "x \in [0, 1]"
     keep = "=" in gold and not gold_lhs  # an equation, not "x = value": "x^2/4 + y^2/3 = 1", "V_1:V_2 = 11:21"
     answer_clean, gold_clean = clean(answer, keep), clean(gold, keep)
     if restates_given(answer, gold, problem) or (EQUALS.search(answer) and CHOICE.match(canonical(gold))):
-        return False  # a given restated; a multiple choice is answered by its letter, not "z = c"
+        return refuse("given_restated")  # a given restated; a multiple choice is answered by its letter, not "z = c"
     if not keep:
         answer_clean = _equation_value(answer_clean, problem)
         gold_clean = _equation_value(gold_clean, problem) or gold_clean
@@ -279,15 +288,15 @@ def _single_match(answer: str, gold: str, dataset: str, response: str, problem: 
     if gold_number is not None and (written_out or _FREE_LETTER.search(_COMMANDS.sub(" ", answer_clean))):
         # The answer-form rule: a number is answered by a number written out ("99^2+99+1" and "\log_2 64"
         # still have work to do). Without the problem only a variable rules it out ("4x" is not 4).
-        return False
+        return refuse("not_written_out")
     if answer_number is None and echoes_question(answer_clean, gold_clean, response, problem):
-        return False
+        return refuse("echo")
     if scaled(answer_clean, problem) and not MULTIPLIER.search(gold_clean):
-        return False  # "6 \text{ million}" is not 6, and Math-Verify would drop the word as a unit
+        return refuse("scaled")  # "6 \text{ million}" is not 6, and Math-Verify would drop the word as a unit
     if (structured := _structured_equal(answer_clean, gold_clean, strict=problem is not None)) is not None:
         return structured
     if too_big(answer_clean) or too_big(gold_clean):
-        return False  # compared as text above
+        return refuse("too_big")  # compared as text above
     return _sympy_match(answer_clean, gold_clean, problem)
 
 
@@ -317,14 +326,18 @@ def _numbers_match(
     if canonical(answer_clean) == canonical(gold_clean):
         return True
     asked = asks_for(problem)
-    if problem is not None and (not answer.reduced or (answer.form == "repeating" and "fraction" in asked)):
-        return False  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
+    if problem is not None and not answer.reduced:
+        return refuse("not_reduced")  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
+    if problem is not None and answer.form == "repeating" and "fraction" in asked:
+        return refuse("form_asked")
     if answer.form in ("fraction", "repeating") and gold.form == "decimal":
-        return "decimal" not in asked and not echoes_question(answer_clean, gold_clean, response, problem)
+        if "decimal" in asked:
+            return refuse("form_asked")
+        return not echoes_question(answer_clean, gold_clean, response, problem) or refuse("echo")
     if "mixed" in asked and MIXED_NUMBER.match(gold_clean) and not MIXED_NUMBER.match(answer_clean):
-        return False  # asked for a mixed number, "7/2" and "3.5" are not one
+        return refuse("form_asked")  # asked for a mixed number, "7/2" and "3.5" are not one
     # Written as the question writes it, not as the gold: "write $2.5$ as a fraction" -> 2.5.
-    return problem is None or not echoes_question(answer_clean, gold_clean, response, problem)
+    return problem is None or not echoes_question(answer_clean, gold_clean, response, problem) or refuse("echo")
 
 
 def _equation_value(latex: str, problem: str | None) -> str:
@@ -452,17 +465,18 @@ def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
         return True  # the form rule needs the problem; strings have no form to check
     done_by_gold = pending_operations(gold_tree) | evaluated_by_parser(gold)
     if (pending_operations(answer_tree) | evaluated_by_parser(answer)) - done_by_gold:
-        return False
+        return refuse("pending_operation")
     question = _question_trees(problem)
     if srepr(answer_tree) in question and srepr(gold_tree) not in question:
-        return False  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
+        return refuse("echo")  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
     asked = asks_for(problem)
     if "scientific" in asked and _SCIENTIFIC.match(clean(gold)) and not _SCIENTIFIC.match(clean(answer)):
-        return False  # asked for scientific notation, "52 \\times 10^{-5}" is not it (the factor is from 1 to 10)
+        return refuse("form_asked")  # asked for scientific notation, "52 \\times 10^{-5}" is not it (factor in [1, 10))
     if "factor" in asked and symbolic_factors(answer_tree) < symbolic_factors(gold_tree):
-        return False  # asked to factor, the answer is a sum or less factored than the gold
+        return refuse("form_asked")  # asked to factor, the answer is a sum or less factored than the gold
     # Asked to expand, a product of sums is not expanded (unless the gold is one).
-    return not ("expand" in asked and gold_tree.free_symbols and unexpanded(answer_tree) and not unexpanded(gold_tree))
+    expand = "expand" in asked and gold_tree.free_symbols and unexpanded(answer_tree) and not unexpanded(gold_tree)
+    return not expand or refuse("form_asked")
 
 
 @functools.lru_cache(maxsize=256)

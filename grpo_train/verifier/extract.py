@@ -228,10 +228,11 @@ def _left_side_start(text: str, start: int, equals: int) -> int:
 
 
 def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None, int]:
-    """("none", None, 0) without the marker; ("hedge", None, 0) when its answer hedges, when an earlier statement
-    of the same marker since the last retraction gives another value ("The answer is 5. The answer is 7.",
-    as two boxes would), or when a retraction after it offers another ("The answer is 5. Wait, no, it might
-    be 7."); else ("ok", answer, where the last statement starts)."""
+    """("none", None, 0) without the marker; ("hedge:<rule>", None, 0) when its answer hedges (statement_hedged), when
+    an earlier statement of the same marker since the last retraction gives another value ("The answer is 5. The
+    answer is 7.", as two boxes would: statements_disagree), or when a retraction after it offers another ("The
+    answer is 5. Wait, no, it might be 7.": retracted_for_other); else ("ok", answer, where the last statement
+    starts)."""
     matches = list(marker.finditer(text))
     if matches and marker is _FINAL_ANSWER:
         matches = [match for match in matches if _states(text, match)]  # not "Step 2: Find the final answer"
@@ -241,19 +242,19 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
     if not matches:
         return "none", None, 0
     if len(matches) > MAX_STATEMENTS:
-        return "hedge", None, 0  # "The answer is 5." written thousands of times answers nothing
+        return "hedge:too_many_statements", None, 0  # "The answer is 5." written thousands of times answers nothing
     span = _span_after(text, matches[-1].end())
     if span is None:
-        return "hedge", None, 0
+        return "hedge:statement_hedged", None, 0
     answer = span.strip() or None
     for earlier, later in zip(reversed(matches[:-1]), reversed(matches[1:]), strict=True):
         if retracts(text[earlier.end() : later.start()]):
             break
         stated = _span_after(text, earlier.end())
         if stated is not None and answer is not None and not _same_statement(stated.strip(), answer):
-            return "hedge", None, 0
+            return "hedge:statements_disagree", None, 0
     if answer is not None and _retracted_after(text, matches[-1].end(), answer):
-        return "hedge", None, 0
+        return "hedge:retracted_for_other", None, 0
     return "ok", answer, matches[-1].start()
 
 
@@ -407,13 +408,28 @@ def extract_answer(response: str, dataset: str, problem: str | None = None) -> t
     by an answer, only what follows is read (the reasoning's tentative answers are not statements).
     Source "conflict": different boxed answers, a hedge, or statements of the answer in different forms (a box,
     "the final answer is", "the answer is", "####") that give different numbers; "none": no answer found."""
+    answer, source, _ = extract_with_rule(response, dataset, problem)
+    return answer, source
+
+
+def extract_with_rule(response: str, dataset: str, problem: str | None = None) -> tuple[str | None, str, str | None]:
+    """extract_answer and, when it finds no answer, the rule that left none (a name of verifier/rules.py's RULES:
+    "not_found" when nothing was found)."""
     if "<" in response and (chat := _CHAT_TOKEN.search(response)) is not None:
         response = response[: chat.start()]  # "#### 18<|im_end|>": the next turn is not the answer
     if (after := _after_thinking(response)) is not None:
         answer, source = _extract_checked(after, dataset, problem)
-        if source != "none":
-            return answer, source
-    return _extract_checked(response, dataset, problem)
+        if not source.startswith("none"):
+            return _with_rule(answer, source)
+    return _with_rule(*_extract_checked(response, dataset, problem))
+
+
+def _with_rule(answer: str | None, source: str) -> tuple[str | None, str, str | None]:
+    """(answer, source, rule) from the internal source, which names the rule after "conflict:" / "none:"."""
+    kind, _, rule = source.partition(":")
+    if answer is not None:
+        return answer, kind, None
+    return None, kind, rule or "not_found"
 
 
 def _after_thinking(response: str) -> str | None:
@@ -432,41 +448,49 @@ def _extract_checked(response: str, dataset: str, problem: str | None) -> tuple[
     lowered = response.lower()
     answer, source, pos = _extract(response, lowered, dataset, problem)
     if answer is not None and source != "closing" and _contradicted(response, lowered, answer, pos):
-        return None, "conflict"  # "$\\boxed{5}$. The final answer is 7.", "The answer is 7.\n#### 5"
+        return None, "conflict:statement_kinds_disagree"  # "\\boxed{5} #### 7", "The answer is 7.\n#### 5"
     if answer is not None and source != "boxed":
         answer = _MARKDOWN_EDGES.sub("", answer) or None  # "The answer is **4**.", "**Answer: 4**": emphasis
     return answer, source
 
 
 def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> tuple[str | None, str, int]:
-    """extract_answer without the agreement of statements, and where the answer's statement starts."""
+    """extract_answer without the agreement of statements, and where the answer's statement starts. Without an
+    answer, the source names the rule that refused ("conflict:boxes_disagree"; "none:box_unfinished")."""
     boxes = find_boxes(response)
     if boxes is None:
-        return None, "conflict", 0
+        return None, "conflict:too_many_boxes", 0
     if boxes:
+        box_rule = "boxes_disagree"  # different boxed answers, or a box in a box
         if (answer := _boxed_answer(response, boxes)) is not None:
             end = boxes[-1][1]
             if alternative_follows(response, end, answer, bare_or=True) or offered_later(response[end:], answer):
-                return None, "conflict", 0  # "$\\boxed{5}$ (or 7)", "$\\boxed{5}$. But it could be 7."
+                return None, "conflict:other_value_after_box", 0  # "$\\boxed{5}$ (or 7)", "... But it could be 7."
             after = response[end:]
             final = _last_match(after, _FINAL_ANSWER) if "final answer" in lowered[end:] else None
             stated = _span_after(after, final.end()) if final is not None and _states(after, final) else ""
             # A final-answer statement after the last box settles it ("... is the final answer." states nothing).
             settled = stated is None or (bool(stated.strip(" .")) and not _agree(stated, answer))
-            if not settled and not _box_qualified(response, boxes[-1], problem) and not _box_is_operand(
-                response, boxes[-1], problem
-            ):
+            if settled:
+                box_rule = "statement_hedged"  # a final-answer statement after the box that gives it no value
+            elif _box_qualified(response, boxes[-1], problem):
+                box_rule = "box_qualified"
+            elif _box_is_operand(response, boxes[-1], problem):
+                box_rule = "box_operand"
+            else:
                 sign = _SIGN_AFTER_BOX.match(response, end)
                 sign_text = "" if sign is None else "\\%" if "cent" in sign.group().lower() else sign.group().strip()
                 return answer + sign_text, "boxed", boxes[-1][0]
-        _, statement, start = _last_statement(response[boxes[-1][1] :], _FINAL_ANSWER)
-        return (statement, "final_answer", boxes[-1][1] + start) if statement is not None else (None, "conflict", 0)
+        found, statement, start = _last_statement(response[boxes[-1][1] :], _FINAL_ANSWER)
+        if statement is not None:
+            return statement, "final_answer", boxes[-1][1] + start
+        return None, "conflict:" + (found.partition(":")[2] or box_rule), 0
     if BOX_START.search(response):
-        return None, "none", 0  # a \boxed{ that never closes: cut off in the answer
+        return None, "none:box_unfinished", 0  # a \boxed{ never closed (cut off in the answer) or left empty
     for marker, source in ((_FINAL_ANSWER, "final_answer"), (_ANSWER_IS, "answer_is"), (_HASH_ANSWER, "hash")):
         found, span, start = _last_statement(response, marker)
-        if found == "hedge":
-            return None, "conflict", 0  # "The answer is 7, or maybe it is 5."
+        if found.startswith("hedge"):
+            return None, "conflict:" + found.partition(":")[2], 0  # "The answer is 7, or maybe it is 5."
         if span is not None:
             return span, source, start
     if dataset == "math" and (answer := _closing_answer(response)) is not None:

@@ -12,7 +12,7 @@ they have it, as training scores them):
     pool lives for the whole run), the baseline in this single process. Both are timed in the same
     run, in alternating slices (one pass over the GSM8K cases; 50 MATH cases), so that both see the
     same load from other jobs on the machine.
-and, for the adversarial suite tests/cases/verifier_attacks.py + verifier_attacks_third_pass.py (through the same pool):
+and, for the adversarial suite tests/cases/verifier_attacks.py (every category; through the same pool):
   - false positives (a reward for an attack), false negatives among its correct responses, and bad golds
     not reported as status "error";
   - the time per item on its cost inputs ((99!)!, 9^{99!}, 190 nested parentheses, ...): each scored once
@@ -40,7 +40,7 @@ from math_verify import parse, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the adversarial suite, tests/cases/
-from cases.verifier_attacks_sixth_pass import CASES as ATTACKS  # noqa: E402  (all six passes)
+from cases.verifier_attacks import CASES as ATTACKS  # noqa: E402
 
 from grpo_train.rewards.pool import VerifierPool, VerifyItem, status_counts  # noqa: E402
 from grpo_train.verifier import judge_with_timeout, warm_up  # noqa: E402

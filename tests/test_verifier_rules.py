@@ -1,0 +1,31 @@
+"""The verifier's rules by name (grpo_train/verifier/rules.py): each rule's refused example is refused by that rule
+and its kept example scores 1; a judgement names a rule exactly when the response is refused."""
+
+import pytest
+
+from grpo_train.verifier import judge
+from grpo_train.verifier.rules import RULE_NAMES, RULES
+
+
+def test_rule_names_are_unique_and_staged_in_order():
+    assert len(set(RULE_NAMES)) == len(RULE_NAMES)
+    stages = [rule.stage for rule in RULES]
+    assert stages == sorted(stages, key=["extract", "compare"].index)  # extraction runs before the comparison
+    assert RULE_NAMES.index("not_found") == stages.count("extract") - 1 and RULE_NAMES[-1] == "not_equal"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=RULE_NAMES)
+def test_each_rule_refuses_its_example_and_keeps_the_honest_one(rule):
+    refused = judge(rule.refuses.response, rule.refuses.gold, rule.refuses.dataset, rule.refuses.problem)
+    assert not refused.correct and refused.rule == rule.name, refused
+    assert refused.status == ("no_answer" if rule.stage == "extract" else "ok")
+    kept = judge(rule.keeps.response, rule.keeps.gold, rule.keeps.dataset, rule.keeps.problem)
+    assert kept.correct and kept.rule is None, kept
+
+
+def test_errors_and_correct_answers_name_no_rule():
+    assert judge("The answer is 5.", "N/A", "gsm8k").rule is None  # a bad gold: status error
+    assert judge("The answer is 5.", "5", "gsm8k").rule is None
+    # a refusal recorded by one item's comparison does not leak into the next item's judgement
+    assert judge("The answer is about 5.", "5", "gsm8k").rule == "qualified"
+    assert judge("The answer is 7.", "5", "gsm8k").rule == "not_equal"

@@ -234,6 +234,7 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("learner.adam_eps", lr.adam_eps > 0.0, "must be > 0"),
         ("learner.grad_clip", lr.grad_clip >= 0.0, "must be >= 0"),
         ("learner.micro_batch_size", lr.micro_batch_size >= 1, "must be >= 1"),
+        ("learner.max_tokens_per_micro_batch", lr.max_tokens_per_micro_batch >= 0, "must be >= 0 (0 = off)"),
         # The packed completions attend through a 4D mask, which flash attention does not take.
         ("learner.share_prompts", not (lr.share_prompts and c.model.attn_implementation == "flash_attention_2"),
          "needs model.attn_implementation sdpa or eager"),

@@ -81,6 +81,8 @@ ALIASES: tuple[Alias, ...] = (
     Alias("verl", "actor_rollout_ref.actor.ppo_mini_batch_size", "algorithm.mini_batches",
           "verl gives the prompts per optimizer step; here mini_batches = train_batch_size / ppo_mini_batch_size"),
     Alias("verl", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "learner.micro_batch_size"),
+    Alias("verl", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "learner.max_tokens_per_micro_batch",
+          "on when set (no use_dynamic_bsz switch); counts padded tokens, rows x (longest prompt + completion)"),
     Alias("verl", "actor_rollout_ref.actor.ppo_epochs", "algorithm.num_iterations"),
     Alias("verl", "actor_rollout_ref.actor.clip_ratio_low", "algorithm.clip_eps"),
     Alias("verl", "actor_rollout_ref.actor.clip_ratio_high", "algorithm.clip_eps_high"),

@@ -234,7 +234,12 @@ class LearnerConfig:
     adam_betas: list[float] = _f([0.9, 0.999], "AdamW betas")
     adam_eps: float = _f(1e-8, "AdamW epsilon")
     grad_clip: float = _f(1.0, "global gradient-norm clip (0 = off)")
-    micro_batch_size: int = _f(8, "sequences per forward/backward pass")
+    micro_batch_size: int = _f(8, "sequences per forward/backward pass (and per log-prob pass), unless "
+                               "max_tokens_per_micro_batch is set")
+    max_tokens_per_micro_batch: int = _f(0, "token budget of a pass instead of a fixed micro_batch_size (0 = off): "
+                                         "rows sorted by length fill each pass up to this many padded tokens, "
+                                         "rows x (longest prompt + longest completion); a longer row runs alone. "
+                                         "Same gradient as any split (grpo_train/micro_batches.py)")
     share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
                              "ignored with gradient checkpointing; docs/algorithm.md)")
     skip_zero_advantage: bool = _f(True, "do not run sequences whose advantage is 0 through the update when "

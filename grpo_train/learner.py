@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from grpo_train import algorithms, checkpoint
+from grpo_train import algorithms, checkpoint, micro_batches
 from grpo_train.config import AlgorithmConfig, Config, LearnerConfig
 from grpo_train.distributed import (
     all_reduce_max,
@@ -241,10 +241,6 @@ def _allreduce_is_a_copy(engine) -> bool:
     return not (engine.zero_optimization_stage() == 1 and hasattr(engine.optimizer, "reduce_gradients"))
 
 
-def _chunks(n: int, size: int) -> list[Tensor]:
-    return list(torch.arange(n).split(size))
-
-
 # ----------------------------------------------------------------------------------------------------
 # The learner
 
@@ -379,7 +375,8 @@ class Learner:
         temperature = temperature or self.cfg.rollout.temperature or 1.0
         out = torch.zeros_like(batch.sampler_logp)
         self.engine.eval()
-        for index in _chunks(batch.input_ids.shape[0], self.cfg.learner.micro_batch_size):
+        # As many passes on every rank (ZeRO-3 gathers the weights in each); a padding pass recomputes row 0.
+        for index, _ in self._plan(batch, torch.arange(batch.input_ids.shape[0])):
             sub = batch.rows(index)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             width = sub.completion_mask.shape[1]
@@ -420,8 +417,8 @@ class Learner:
         clip_low, clip_high = clip_range(a)
         sums: dict[str, float] = {}
         tokens = loss_share = 0.0
-        micro_batches, trained = self._micro_batches(batch, index)
-        for micro, scale in micro_batches:
+        passes, trained = self._micro_batches(batch, index)
+        for micro, scale in passes:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.loss_mask(a.mask_truncated).to(self.device)
@@ -468,17 +465,33 @@ class Learner:
         gradient 0, and is not run. Without a KL term neither is a sequence with advantage 0 (a group whose
         rewards are all equal): its loss and gradient are 0 at every token, whatever the ratio, clipping or
         mismatch weight; its tokens still count in the normaliser, which keeps the update exactly the same.
-        Every rank must make the same number of backward passes (DeepSpeed reduces gradients in them), so a rank
-        with fewer adds passes over one row with the loss scaled by 0.
         """
         keep = batch.loss_mask(self.cfg.algorithm.mask_truncated)[index].sum(1) > 0
         if self.cfg.learner.skip_zero_advantage and self.cfg.algorithm.kl_coef == 0:
             keep &= batch.advantages[index] != 0
         rows = index[keep]
-        micro_batches = [(micro, 1.0) for micro in rows.split(self.cfg.learner.micro_batch_size) if len(micro)]
-        passes = max(1, int(all_reduce_max(float(len(micro_batches)))))
-        micro_batches += [(index[:1], 0.0)] * (passes - len(micro_batches))
-        return micro_batches, len(rows)
+        return self._plan(batch, rows, pad_row=index[:1]), len(rows)
+
+    def _plan(self, batch: UpdateBatch, rows: Tensor, pad_row: Tensor | None = None) -> list[tuple[Tensor, float]]:
+        """`rows` of the batch in micro-batches, as (rows, loss scale): learner.micro_batch_size rows each, or, with
+        learner.max_tokens_per_micro_batch, as many as the token budget holds (grpo_train/micro_batches.py).
+
+        Every rank makes the same number of passes (DeepSpeed gathers weights or reduces gradients in them): a rank
+        with fewer splits its largest micro-batches, and only where none has two rows left adds passes over
+        `pad_row` (default: row 0) with the loss scaled by 0.
+        """
+        lcfg = self.cfg.learner
+        prompt_lens = batch.attention_mask[:, : batch.prompt_len].sum(1).tolist()
+        completion_lens = batch.completion_mask.sum(1).long().tolist()
+        if lcfg.max_tokens_per_micro_batch:
+            groups = micro_batches.by_token_budget(rows.tolist(), prompt_lens, completion_lens,
+                                                   lcfg.max_tokens_per_micro_batch)
+        else:
+            groups = micro_batches.by_count(rows.tolist(), lcfg.micro_batch_size)
+        passes = max(1, int(all_reduce_max(float(len(groups)))))
+        groups, padding = micro_batches.equalise(groups, passes, prompt_lens, completion_lens)
+        pad = torch.zeros(1, dtype=torch.long) if pad_row is None else pad_row
+        return [(torch.tensor(g, dtype=torch.long), 1.0) for g in groups] + [(pad, 0.0)] * padding
 
     def _grad_norm(self) -> float:
         """The pre-clipping global gradient norm of the last applied step (NaN where it is not known)."""

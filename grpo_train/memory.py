@@ -30,7 +30,8 @@ vLLM share. Log-prob passes: the same plus those passes' activations, and plus t
 mode is off (the trainer puts vLLM to sleep before these passes; asleep, vLLM frees its KV cache and discards
 its weights, which the weight sync reloads). Update: likewise with the update's activations. Not counted:
 the CUDA context, NCCL and DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator
-fragmentation, so keep 10-15% of the GPU free. A sequence is taken at its longest, model.max_model_len tokens.
+fragmentation, so keep 10-15% of the GPU free. A sequence is taken at its longest, model.max_model_len tokens;
+with learner.max_tokens_per_micro_batch a micro-batch holds at most that many padded tokens, b * s = the budget.
 """
 
 from __future__ import annotations
@@ -216,6 +217,14 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
         gpu=gpu_memory_gib)
 
 
+def micro_batch_tokens(cfg: Config) -> tuple[int, int]:
+    """(rows, tokens per row) of the largest pass the learner may run: micro_batch_size rows of max_model_len, or,
+    with learner.max_tokens_per_micro_batch, its budget of padded tokens counted as one row (the activations
+    scale with the tokens, however they are split into rows)."""
+    budget = cfg.learner.max_tokens_per_micro_batch
+    return (1, budget) if budget else (cfg.learner.micro_batch_size, cfg.model.max_model_len)
+
+
 def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DEFAULT_GPU_GIB
                         ) -> MemoryEstimate | None:
     """The estimate for a resolved config on `world_size` GPUs; None when the model's shape is unknown."""
@@ -225,17 +234,24 @@ def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DE
     params = dims.param_count()
     lora = cfg.model.lora
     trainable = lora_param_count(dims, lora.rank, lora.target_modules) if lora.rank > 0 else params
+    micro_batch_size, seq_len = micro_batch_tokens(cfg)
     return estimate_memory(
         params=params + (trainable if lora.rank > 0 else 0), trainable=trainable,
         zero_stage=cfg.learner.zero_stage, world_size=world_size, precision=cfg.learner.precision,
-        micro_batch_size=cfg.learner.micro_batch_size, seq_len=cfg.model.max_model_len,
-        hidden_size=dims.hidden_size, intermediate_size=dims.intermediate_size, num_layers=dims.num_layers,
+        micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=dims.hidden_size,
+        intermediate_size=dims.intermediate_size, num_layers=dims.num_layers,
         vocab_size=dims.vocab_size, gradient_checkpointing=cfg.model.gradient_checkpointing,
         reference=cfg.algorithm.kl_coef > 0 and lora.rank == 0,
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, gpu_memory_gib=gpu_memory_gib,
         vllm_bytes_per_param=2 if cfg.model.dtype == "bfloat16" else 4,
         tensor_parallel_size=cfg.rollout.tensor_parallel_size, vllm_sleeps=cfg.rollout.enable_sleep_mode,
         lora=lora.rank > 0)
+
+
+def micro_batch_description(cfg: Config) -> str:
+    if cfg.learner.max_tokens_per_micro_batch:
+        return f"micro-batches of at most {cfg.learner.max_tokens_per_micro_batch} padded tokens"
+    return f"micro-batch {cfg.learner.micro_batch_size} x {cfg.model.max_model_len} tokens"
 
 
 def memory_report(cfg: Config, world_size: int | None = None, gpu_memory_gib: float = DEFAULT_GPU_GIB) -> str:
@@ -255,7 +271,7 @@ def memory_report(cfg: Config, world_size: int | None = None, gpu_memory_gib: fl
         f"# per-GPU memory estimate, GiB of a {gpu_memory_gib:g} GiB GPU (formulas: grpo_train/memory.py)",
         f"# {cfg.model.name_or_path}: {params / 1e6:.0f}M params, {trainable / 1e6:.0f}M trainable, "
         f"ZeRO-{learner.zero_stage}, {learner.precision}",
-        f"# micro-batch {learner.micro_batch_size} x {cfg.model.max_model_len} tokens, gradient "
+        f"# {micro_batch_description(cfg)}, gradient "
         f"checkpointing {on_off(cfg.model.gradient_checkpointing)}, "
         f"vLLM sleep mode {on_off(cfg.rollout.enable_sleep_mode)}",
         f"# old/reference log-prob passes: {estimate_for_config(cfg, 1, gpu_memory_gib).logprob_pass:.2f} of "

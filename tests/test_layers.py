@@ -16,6 +16,7 @@ LAYERS = {
     "verifier.form": 1, "verifier.units": 1, "verifier.compare": 1, "verifier.rules": 1,
     "rewards": 1, "rewards.functions": 1,
     "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "distributed": 1, "checkpoint": 1, "weights": 1,
+    "micro_batches": 1,
     # 2: rollout and learner, and what runs beside them (the reward pool, eval, the monitor)
     "rollout": 2, "rollout_pool": 2, "forward": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
     "dynamic_sampling": 2, "ustat.sketch": 2, "ustat.monitor": 2,

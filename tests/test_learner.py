@@ -100,22 +100,28 @@ def test_update_changes_weights_and_reports_stats(tiny_path, stage):
 
 
 def test_micro_batch_split_gives_the_same_step(tiny_path):
-    """One micro-batch of 8 or four of 2: the same global normaliser, so the same gradient and update."""
+    """One micro-batch of 8, four of 2, or as many as a budget of 40 padded tokens holds: the same global normaliser,
+    so the same gradient and update."""
     batch = random_batch()
     results, norms = [], []
-    for micro in (8, 2):
+    for split in ("learner.micro_batch_size=8", "learner.micro_batch_size=2", "learner.max_tokens_per_micro_batch=40"):
         # adam_eps 1e-6: Adam's first step is ~lr * g / (|g| + eps), so with eps 1e-8 a gradient element of
         # ~1e-8 turns a rounding difference of the summation order into a visible difference of the step.
-        learner = Learner(make_cfg("learner.zero_stage=2", f"learner.micro_batch_size={micro}",
-                                   "learner.grad_clip=0", "learner.adam_eps=1e-6"), tiny_path,
-                          total_optimizer_steps=4)
+        learner = Learner(make_cfg("learner.zero_stage=2", split, "learner.grad_clip=0", "learner.adam_eps=1e-6"),
+                          tiny_path, total_optimizer_steps=4)
+        passes, _ = learner._micro_batches(batch, torch.arange(8))
         norms.append(learner.update(batch)["grad_norm"])
         results.append(weights(learner))
+    # The budget's micro-batches, longest completions first (row i: 2 + i completion tokens, prompts of 4-6):
+    # [7, 6] 2 x (5 + 9) = 28, [5, 4, 3] 3 x (6 + 7) = 39, [2, 1, 0] 3 x (6 + 4) = 30 padded tokens.
+    assert [rows.tolist() for rows, _ in passes] == [[7, 6], [5, 4, 3], [2, 1, 0]]
+    assert [batch.rows(rows).input_ids.numel() for rows, _ in passes] == [28, 39, 30]
     # A 1/gas rescaling would shrink the second norm 4x; summation order only moves the last bits.
-    assert norms[1] == pytest.approx(norms[0], rel=1e-5)
-    for name in results[0]:
-        # Compare against a small fraction of one step (lr = 1e-3).
-        torch.testing.assert_close(results[0][name], results[1][name], rtol=0, atol=2e-5)
+    for norm, result in zip(norms[1:], results[1:], strict=True):
+        assert norm == pytest.approx(norms[0], rel=1e-5)
+        for name in results[0]:
+            # Compare against a small fraction of one step (lr = 1e-3).
+            torch.testing.assert_close(results[0][name], result[name], rtol=0, atol=2e-5)
 
 
 @pytest.mark.parametrize("stage", [0, 2])

@@ -1,7 +1,7 @@
 """The learner's gradient for every loss variant and correction equals the naive per-sequence implementation
-(tests/reference/naive_losses.py) run on a plain transformers model, under ZeRO 0-3, micro-batch splits and (slow
-test) two ranks; the logged loss and statistics are those of the whole batch; dropout does not move the importance
-ratio."""
+(tests/reference/naive_losses.py) run on a plain transformers model, under ZeRO 0-3, micro-batch splits (a fixed
+size or a token budget) and (slow test) two ranks; the logged loss and statistics are those of the whole batch;
+dropout does not move the importance ratio."""
 
 import json
 import subprocess
@@ -33,6 +33,12 @@ CASES = {
                                       "algorithm.seq_correction_high=1.1", "algorithm.mask_truncated=true",
                                       "algorithm.loss_agg=seq_mean_token_sum_norm", "learner.zero_stage=3",
                                       "learner.micro_batch_size=4"],
+    # The same with micro-batches by token budget. 51 padded tokens: on two ranks, rank 0's trained rows (0, 1, 3, 4)
+    # make two micro-batches and rank 1's (5, 7, 8) one of 3 x (10 + 7) = 51, which it splits to match.
+    "ppo_seq_mask_truncated_stage3_budget": ["algorithm.seq_correction=mask", "algorithm.seq_correction_low=0.9",
+                                             "algorithm.seq_correction_high=1.1", "algorithm.mask_truncated=true",
+                                             "algorithm.loss_agg=seq_mean_token_sum_norm", "learner.zero_stage=3",
+                                             "learner.max_tokens_per_micro_batch=51"],
     # Asynchronous (rollout.max_staleness 2, so tis_cap 2): tokens 0-2 weight versions old, mu = 1, so no old
     # log-probs are recomputed (the proximal policy is the learner before this update: logp.detach()).
     "async_decoupled_k2_stage2": ["rollout.max_staleness=2", "algorithm.clip_eps=0.1", "learner.zero_stage=2",
@@ -193,4 +199,5 @@ def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tm
         assert_same_gradient(torch.load(tmp_path / f"{case}-grad.pt"), want)
 
 
-DIST_CASES = ["gspo_stage1", "ppo_seq_mask_truncated_stage3", "async_decoupled_k2_stage2"]
+# ZeRO-3 gathers the weights in every pass: the budget case has the ranks form different numbers of micro-batches.
+DIST_CASES = ["gspo_stage1", "ppo_seq_mask_truncated_stage3_budget", "async_decoupled_k2_stage2"]

@@ -176,6 +176,21 @@ def test_7b_peak_with_vllm_awake_during_the_logprob_passes_would_exceed_the_esti
     assert static + e.vllm + e.logprob_pass == pytest.approx(e.total + 1.98437, abs=1e-5)
 
 
+def test_a_token_budget_sizes_the_activations_by_its_tokens():
+    # The 7B config runs micro-batches of 1 x 4096 tokens; a budget of 8192 padded tokens doubles the log-prob pass,
+    # 8192 * 2 * (9 * 3584 + 4 * 18944 + 152064) = 4,261,412,864 B = 3.96875 GiB, and the update's activations; a
+    # budget of 4096 is the same as 1 x 4096.
+    path = Path(__file__).resolve().parents[1] / "configs/qwen2.5-math-7b-math.yaml"
+    fixed = estimate_for_config(load_config(path), 8, 80.0)
+    cfg = load_config(path, ["learner.max_tokens_per_micro_batch=8192"])
+    budget = estimate_for_config(cfg, 8, 80.0)
+    assert budget.logprob_pass == pytest.approx(3.96875, abs=1e-5)
+    assert budget.activations == pytest.approx(2 * fixed.activations)
+    cfg.learner.max_tokens_per_micro_batch = 4096
+    assert estimate_for_config(cfg, 8, 80.0) == fixed
+    assert "micro-batches of at most 4096 padded tokens" in memory_report(cfg)
+
+
 def test_model_dims_from_a_local_config_json(tmp_path):
     config = {"model_type": "qwen2", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2,
               "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 10,

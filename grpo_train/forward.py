@@ -4,15 +4,25 @@ and the completions packed on top of its key/value cache, and torch.compile of t
 Functions of a transformers causal LM (or a DeepSpeed engine / peft wrapper around one) and token tensors, with
 no DeepSpeed or process-group state of their own (compile_model changes the model in place). Used by
 `grpo_train.learner`.
+
+Fused log-probs (the default, `fused=True`): the model runs as before (through the DeepSpeed engine and peft
+wrappers, so ZeRO-3's hooks gather every weight as they always did), but its output head is handed no rows: the
+final hidden states of the scored positions are taken from the head's input instead, and `head_token_logprobs`
+projects them onto the vocabulary a chunk of rows at a time, recomputing each chunk's logits in backward. No
+[n, C, V] tensor then exists, neither the logits nor their gradient. `fused=False` is the reference path: the
+model's [n, C, V] logits, then `algorithms.token_logprobs_from_logits`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from grpo_train import algorithms
 
@@ -46,25 +56,101 @@ def compile_model(model: torch.nn.Module) -> None:
         model.set_attn_implementation(name)
 
 
+# Logits per chunk of the fused head: rows = HEAD_CHUNK_ELEMENTS // V. Each chunk reads the whole head weight, so a
+# chunk must be wide enough for its matmul not to be bound by that read (~220 rows of Qwen2.5's 151,936-token
+# vocabulary on CPU, ~880 on a GPU); its logits and, in backward, their gradient are the only [rows, V] tensors:
+# 2 x 64 MiB (CPU, fp32) and 2 x 256 MiB (GPU, bf16). scripts/bench/bench_logprob_memory.py measures the CPU one.
+HEAD_CHUNK_ELEMENTS = 2**25
+GPU_HEAD_CHUNK_ELEMENTS = 2**27
+
+
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
                    temperature: float, with_entropy: bool = False, share_prompts: bool = False,
-                   pack_last_prompt_token: bool = False) -> tuple[Tensor, Tensor | None]:
+                   pack_last_prompt_token: bool = False, fused: bool = True) -> tuple[Tensor, Tensor | None]:
     """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
 
     input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
     Returns (logp [n, C], entropy [n, C] or None); with share_prompts, 0 on completion padding.
-    pack_last_prompt_token (with share_prompts): see shared_prompt_layout.
+    pack_last_prompt_token (with share_prompts): see shared_prompt_layout. fused: through the head a chunk of
+    rows at a time (module docstring); False: the reference path over the model's whole logits.
     """
     if share_prompts:
         return _token_logprobs_shared_prompts(model, input_ids, attention_mask, completion_len, temperature,
-                                              with_entropy, pack_last_prompt_token)
+                                              with_entropy, pack_last_prompt_token, fused)
     # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                logits_to_keep=completion_len + 1, use_cache=False)
-    logits = out.logits[:, :-1]  # [n, C, V]: position t predicts completion token t
+    with head_inputs(model, fused) as taken:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    logits_to_keep=completion_len + 1, use_cache=False)
+    # [n, C, h] hidden states or [n, C, V] logits: position t predicts completion token t
+    scores = (taken.pop() if fused else out.logits)[:, :-1]
+    return _scored_logprobs(model, scores, input_ids[:, -completion_len:], temperature, with_entropy, fused)
+
+
+@contextlib.contextmanager
+def head_inputs(model: torch.nn.Module, fused: bool = True) -> Iterator[list[Tensor]]:
+    """Inside, every call of the model's output head appends its input (the final hidden states [..., S, h] of the
+    positions it was to project) to the list yielded, and projects none of them (the head gets [..., 0, h]).
+    Without `fused` nothing is changed and the list stays empty."""
+    taken: list[Tensor] = []
+    if not fused:
+        yield taken
+        return
+
+    def take(_head, args):
+        taken.append(args[0])
+        return (args[0][..., :0, :], *args[1:])
+
+    handle = model.get_output_embeddings().register_forward_pre_hook(take)
+    try:
+        yield taken
+    finally:
+        handle.remove()
+
+
+def _scored_logprobs(model: torch.nn.Module, scores: Tensor, tokens: Tensor, temperature: float,
+                     with_entropy: bool, fused: bool) -> tuple[Tensor, Tensor | None]:
+    """Token log-probs from hidden states [..., h] (fused) or logits [..., V]; tokens [...]."""
+    if fused:
+        return head_token_logprobs(model.get_output_embeddings(), scores, tokens, temperature, with_entropy)
     # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
-    return algorithms.token_logprobs_from_logits(logits, input_ids[:, -completion_len:], temperature, with_entropy)
+    return algorithms.token_logprobs_from_logits(scores, tokens, temperature, with_entropy)
+
+
+def head_token_logprobs(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float,
+                        with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log softmax(head(hidden) / T)[token] (and the entropy), a chunk of rows at a time, forward and backward.
+
+    head: the model's output head (an nn.Linear, or what DeepSpeed / peft made of it; called as a module so their
+    hooks run); hidden: [..., h] final hidden states; tokens: [...] long. Returns (logp [...] fp32, entropy [...]
+    fp32 without gradient, or None), equal to algorithms.token_logprobs_from_logits(head(hidden), ...).
+    With gradients on, each chunk runs under non-reentrant activation checkpointing: its logits are dropped after
+    the forward and recomputed (the head called again, so ZeRO-3 gathers its weight again) when backward reaches
+    them; at most one chunk's logits and their gradient exist at a time. The price is one more head matmul.
+    """
+    flat, flat_tokens = hidden.reshape(-1, hidden.shape[-1]), tokens.reshape(-1)
+    elements = GPU_HEAD_CHUNK_ELEMENTS if hidden.device.type == "cuda" else HEAD_CHUNK_ELEMENTS
+    size = max(1, elements // head.out_features)
+    logps, entropies = [], []
+    for start in range(0, flat.shape[0], size):
+        args = (head, flat[start: start + size], flat_tokens[start: start + size], temperature, with_entropy)
+        if torch.is_grad_enabled():
+            logp, entropy = checkpoint(_head_chunk, *args, use_reentrant=False, preserve_rng_state=False)
+        else:
+            logp, entropy = _head_chunk(*args)
+        logps.append(logp)
+        entropies.append(entropy)
+    if not logps:  # no rows
+        empty = flat.new_zeros(0, dtype=torch.float32)
+        return empty.view(tokens.shape), empty.view(tokens.shape) if with_entropy else None
+    logp = torch.cat(logps).view(tokens.shape)
+    return logp, torch.cat(entropies).view(tokens.shape) if with_entropy else None
+
+
+def _head_chunk(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float,
+                with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+    """hidden [rows, h], tokens [rows] -> (logp [rows], entropy [rows] or None) through logits [rows, V]."""
+    return algorithms.token_logprobs_from_logits(head(hidden), tokens, temperature, with_entropy)
 
 
 @dataclass
@@ -179,7 +265,8 @@ def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_l
 
 def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor,
                                    completion_len: int, temperature: float, with_entropy: bool,
-                                   last_prompt_token: bool = False) -> tuple[Tensor, Tensor | None]:
+                                   last_prompt_token: bool = False, fused: bool = True
+                                   ) -> tuple[Tensor, Tensor | None]:
     """token_logprobs with every distinct prompt run once and the completions packed on top of it.
 
     GRPO's G completions of a prompt share it, and a few-shot prompt is often ten times longer than the
@@ -197,25 +284,29 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
     # One embedding lookup for both passes: each lookup's backward builds a dense [vocab, hidden] gradient.
     embeds = model.get_input_embeddings()(torch.cat([distinct_ids.reshape(-1), fed_ids.reshape(-1)]))
     prompt_embeds, fed_embeds = embeds.split([distinct_ids.numel(), fed_ids.numel()])
-    out = model(inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
-                position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
-    completion = input_ids[:, p:]
-    has_tokens = attention_mask[:, p] > 0
-    rows = torch.arange(n, device=input_ids.device)[has_tokens]
-    # Token 0 of every completion: predicted by its prompt's last position (or, with last_prompt_token, in the pack).
-    parts = [] if last_prompt_token else [(out.logits[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
-    if packed is not None:
-        cache = out.past_key_values
-        cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
-        logits = model(inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
-                       attention_mask=packed.attention_mask(distinct_mask, embeds.dtype),
-                       position_ids=packed.positions, past_key_values=cache, use_cache=True).logits  # [B, W, V]
-        parts.append((logits.flatten(0, 1)[packed.source], packed.target_row, packed.target_col))
+    with head_inputs(model, fused) as taken:
+        out = model(inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
+                    position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
+        prompt_scores = taken.pop() if fused else out.logits  # [distinct, 1, h] hidden states or [.., V] logits
+        completion = input_ids[:, p:]
+        has_tokens = attention_mask[:, p] > 0
+        rows = torch.arange(n, device=input_ids.device)[has_tokens]
+        # Token 0 of every completion: predicted by its prompt's last position (or, with last_prompt_token, in the
+        # pack).
+        parts = [] if last_prompt_token else [(prompt_scores[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
+        if packed is not None:
+            cache = out.past_key_values
+            cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
+            out = model(inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
+                        attention_mask=packed.attention_mask(distinct_mask, embeds.dtype),
+                        position_ids=packed.positions, past_key_values=cache, use_cache=True)
+            scores = taken.pop() if fused else out.logits  # [B, W, h] or [B, W, V]
+            parts.append((scores.flatten(0, 1)[packed.source], packed.target_row, packed.target_col))
     logp = torch.zeros(completion.shape, device=input_ids.device)
     entropy = torch.zeros(completion.shape, device=input_ids.device) if with_entropy else None
-    for logits, row, col in parts:
-        part_logp, part_entropy = algorithms.token_logprobs_from_logits(logits, completion[row, col], temperature,
-                                                                        with_entropy)
+    for scores, row, col in parts:
+        part_logp, part_entropy = _scored_logprobs(model, scores, completion[row, col], temperature, with_entropy,
+                                                   fused)
         logp = logp.index_put((row, col), part_logp)
         if with_entropy:
             entropy[row, col] = part_entropy

@@ -15,10 +15,10 @@ model's [n, C, V] logits, then `algorithms.token_logprobs_from_logits`.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -79,42 +79,72 @@ def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Te
                                               with_entropy, pack_last_prompt_token, fused)
     # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
-    with head_inputs(model, fused) as taken:
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                    logits_to_keep=completion_len + 1, use_cache=False)
-    # [n, C, h] hidden states or [n, C, V] logits: position t predicts completion token t
-    scores = (taken.pop() if fused else out.logits)[:, :-1]
-    return _scored_logprobs(model, scores, input_ids[:, -completion_len:], temperature, with_entropy, fused)
+    logp, entropy, _ = scored_call(
+        model, lambda x: x[:, :-1],  # [n, C + 1, h or V] -> [n, C, .]: position t predicts completion token t
+        input_ids[:, -completion_len:], temperature, with_entropy, fused,
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        logits_to_keep=completion_len + 1, use_cache=False)
+    return logp, entropy
 
 
-@contextlib.contextmanager
-def head_inputs(model: torch.nn.Module, fused: bool = True) -> Iterator[list[Tensor]]:
-    """Inside, every call of the model's output head appends its input (the final hidden states [..., S, h] of the
-    positions it was to project) to the list yielded, and projects none of them (the head gets [..., 0, h]).
-    Without `fused` nothing is changed and the list stays empty."""
-    taken: list[Tensor] = []
+def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], tokens: Tensor, temperature: float,
+                with_entropy: bool, fused: bool, **inputs) -> tuple[Tensor, Tensor | None, Any]:
+    """model(**inputs), and the log-probs of `tokens` [...] at the positions `select` picks among those the model's
+    output head was to project: select(x) [..., h or V] from the head's input x [..., S, h] (fused) or the model's
+    logits [..., S, V] (reference). Returns (logp [...] fp32, entropy [...] or None, the model's output; fused, its
+    `logits` are the log-probs).
+
+    Fused, hooks on the head turn its call into head_token_logprobs over the selected hidden states, inside the
+    model's forward: the log-probs are an output of the model, so a DeepSpeed engine around it sees their gradient
+    first, as it sees the logits' (its backward hooks on its outputs prepare the optimizer before any gradient is
+    accumulated). The model's logits must be its head's output (no soft-capping after it: Qwen2, Llama).
+    """
     if not fused:
-        yield taken
-        return
+        out = model(**inputs)
+        # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
+        logp, entropy = algorithms.token_logprobs_from_logits(select(out.logits), tokens, temperature, with_entropy)
+        return logp, entropy, out
+    scorer = _FusedHead(select, tokens, temperature, with_entropy)
+    head = model.get_output_embeddings()
+    handles = [head.register_forward_pre_hook(scorer.take), head.register_forward_hook(scorer.score)]
+    try:
+        out = model(**inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out.logits, scorer.entropy, out
 
-    def take(_head, args):
-        taken.append(args[0])
+
+@dataclass
+class _FusedHead:
+    """The two hooks that turn one call of the output head into head_token_logprobs (see scored_call)."""
+
+    select: Callable[[Tensor], Tensor]
+    tokens: Tensor  # [...]
+    temperature: float
+    with_entropy: bool
+    hidden: Tensor | None = None  # [..., S, h] the head's input
+    entropy: Tensor | None = None  # [...]
+    busy: bool = False  # inside score(), where head_token_logprobs calls the head itself
+
+    def take(self, _head: torch.nn.Module, args: tuple) -> tuple | None:
+        """Before the head: keep its input, and hand it no positions to project."""
+        if self.busy:
+            return None
+        self.hidden = args[0]
         return (args[0][..., :0, :], *args[1:])
 
-    handle = model.get_output_embeddings().register_forward_pre_hook(take)
-    try:
-        yield taken
-    finally:
-        handle.remove()
-
-
-def _scored_logprobs(model: torch.nn.Module, scores: Tensor, tokens: Tensor, temperature: float,
-                     with_entropy: bool, fused: bool) -> tuple[Tensor, Tensor | None]:
-    """Token log-probs from hidden states [..., h] (fused) or logits [..., V]; tokens [...]."""
-    if fused:
-        return head_token_logprobs(model.get_output_embeddings(), scores, tokens, temperature, with_entropy)
-    # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
-    return algorithms.token_logprobs_from_logits(scores, tokens, temperature, with_entropy)
+    def score(self, head: torch.nn.Module, _args: tuple, _output: Tensor) -> Tensor | None:
+        """After the head: its output becomes the log-probs of the selected positions."""
+        if self.busy:
+            return None
+        self.busy = True
+        try:
+            logp, self.entropy = head_token_logprobs(head, self.select(self.hidden), self.tokens, self.temperature,
+                                                     self.with_entropy)
+        finally:
+            self.busy, self.hidden = False, None
+        return logp
 
 
 def head_token_logprobs(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float,
@@ -284,29 +314,29 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
     # One embedding lookup for both passes: each lookup's backward builds a dense [vocab, hidden] gradient.
     embeds = model.get_input_embeddings()(torch.cat([distinct_ids.reshape(-1), fed_ids.reshape(-1)]))
     prompt_embeds, fed_embeds = embeds.split([distinct_ids.numel(), fed_ids.numel()])
-    with head_inputs(model, fused) as taken:
-        out = model(inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
-                    position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
-        prompt_scores = taken.pop() if fused else out.logits  # [distinct, 1, h] hidden states or [.., V] logits
-        completion = input_ids[:, p:]
-        has_tokens = attention_mask[:, p] > 0
-        rows = torch.arange(n, device=input_ids.device)[has_tokens]
-        # Token 0 of every completion: predicted by its prompt's last position (or, with last_prompt_token, in the
-        # pack).
-        parts = [] if last_prompt_token else [(prompt_scores[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
-        if packed is not None:
-            cache = out.past_key_values
-            cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
-            out = model(inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
-                        attention_mask=packed.attention_mask(distinct_mask, embeds.dtype),
-                        position_ids=packed.positions, past_key_values=cache, use_cache=True)
-            scores = taken.pop() if fused else out.logits  # [B, W, h] or [B, W, V]
-            parts.append((scores.flatten(0, 1)[packed.source], packed.target_row, packed.target_col))
+    completion = input_ids[:, p:]
+    rows = torch.arange(n, device=input_ids.device)[attention_mask[:, p] > 0]
+    # Token 0 of every completion: predicted by its prompt's last position (or, with last_prompt_token, in the pack).
+    first_rows = rows[:0] if last_prompt_token else rows
+    first_logp, first_entropy, out = scored_call(
+        model, lambda x: x[row_prompt[first_rows], 0],  # [distinct, 1, .] -> [rows, .]
+        completion[first_rows, 0], temperature, with_entropy, fused,
+        inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
+        position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
+    parts = [(first_logp, first_entropy, first_rows, torch.zeros_like(first_rows))]
+    if packed is not None:
+        cache = out.past_key_values
+        cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
+        packed_logp, packed_entropy, _ = scored_call(
+            model, lambda x: x.flatten(0, 1)[packed.source],  # [B, W, .] -> [T, .]
+            completion[packed.target_row, packed.target_col], temperature, with_entropy, fused,
+            inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
+            attention_mask=packed.attention_mask(distinct_mask, embeds.dtype), position_ids=packed.positions,
+            past_key_values=cache, use_cache=True)
+        parts.append((packed_logp, packed_entropy, packed.target_row, packed.target_col))
     logp = torch.zeros(completion.shape, device=input_ids.device)
     entropy = torch.zeros(completion.shape, device=input_ids.device) if with_entropy else None
-    for scores, row, col in parts:
-        part_logp, part_entropy = _scored_logprobs(model, scores, completion[row, col], temperature, with_entropy,
-                                                   fused)
+    for part_logp, part_entropy, row, col in parts:
         logp = logp.index_put((row, col), part_logp)
         if with_entropy:
             entropy[row, col] = part_entropy

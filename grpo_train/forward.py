@@ -163,7 +163,7 @@ def head_token_logprobs(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, t
     size = max(1, elements // head.out_features)
     logps, entropies = [], []
     for start in range(0, flat.shape[0], size):
-        args = (head, flat[start: start + size], flat_tokens[start: start + size], temperature, with_entropy)
+        args = (head, flat[start: start + size], flat_tokens[start: start + size], temperature, with_entropy, {})
         if torch.is_grad_enabled():
             logp, entropy = checkpoint(_head_chunk, *args, use_reentrant=False, preserve_rng_state=False)
         else:
@@ -177,10 +177,16 @@ def head_token_logprobs(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, t
     return logp, torch.cat(entropies).view(tokens.shape) if with_entropy else None
 
 
-def _head_chunk(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float,
-                with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-    """hidden [rows, h], tokens [rows] -> (logp [rows], entropy [rows] or None) through logits [rows, V]."""
-    return algorithms.token_logprobs_from_logits(head(hidden), tokens, temperature, with_entropy)
+def _head_chunk(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float, with_entropy: bool,
+                seen: dict[str, Tensor]) -> tuple[Tensor, Tensor | None]:
+    """hidden [rows, h], tokens [rows] -> (logp [rows], entropy [rows] or None) through logits [rows, V].
+
+    The first call keeps the rows' log-sum-exp in `seen`; the recomputation in backward reuses it, so it redoes the
+    head's matmul only, not the log-sum-exp and entropy passes over [rows, V] (its outputs are not used).
+    """
+    logp, entropy, seen["log_norm"] = algorithms.token_logprobs_and_log_norm(
+        head(hidden), tokens, temperature, with_entropy, seen.get("log_norm"))
+    return logp, entropy
 
 
 @dataclass

@@ -100,16 +100,20 @@ def estimate_bytes(tied: bool, length: int, rows: int, prompt: int, fused: bool)
     return activations + dims.param_count() * 4
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096], help="completion lengths C")
+    p.add_argument("--heads", nargs="+", choices=["tied", "untied"], default=["tied", "untied"])
+    p.add_argument("--rows", type=int, default=1, help="sequences per micro-batch")
+    p.add_argument("--prompt", type=int, default=64, help="prompt tokens per sequence")
+    p.add_argument("--repeats", type=int, default=2, help="measured passes per configuration (fastest kept)")
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--one", help=argparse.SUPPRESS)  # internal: one configuration as JSON, in a subprocess
+    return p
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096], help="completion lengths C")
-    parser.add_argument("--heads", nargs="+", choices=["tied", "untied"], default=["tied", "untied"])
-    parser.add_argument("--rows", type=int, default=1, help="sequences per micro-batch")
-    parser.add_argument("--prompt", type=int, default=64, help="prompt tokens per sequence")
-    parser.add_argument("--repeats", type=int, default=2, help="measured passes per configuration (fastest kept)")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one configuration as JSON, in a subprocess
-    args = parser.parse_args()
+    args = parser().parse_args()
     if args.one:
         print(json.dumps(measure(**json.loads(args.one))))
         return

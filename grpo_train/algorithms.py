@@ -125,9 +125,23 @@ def token_logprobs_from_logits(logits: Tensor, tokens: Tensor, temperature: floa
     chunk: the full fp32 [..., V] tensors are never built, and backward recomputes the softmax from the saved
     logits and log-sum-exp.
     """
+    logp, entropy, _ = token_logprobs_and_log_norm(logits, tokens, temperature, with_entropy)
+    return logp, entropy
+
+
+def token_logprobs_and_log_norm(logits: Tensor, tokens: Tensor, temperature: float = 1.0, with_entropy: bool = False,
+                                log_norm: Tensor | None = None) -> tuple[Tensor, Tensor | None, Tensor]:
+    """token_logprobs_from_logits, also returning each row's log-sum-exp of logits / T (log_norm [...] fp32).
+
+    Given log_norm (the same logits seen before, as when forward.head_token_logprobs recomputes a chunk's logits
+    in backward), the log-sum-exp is not computed again and neither is the entropy (None): only what backward needs.
+    """
     flat = logits.reshape(-1, logits.shape[-1])
-    logp, entropy = _ChunkedTokenLogprobs.apply(flat, tokens.reshape(-1), float(temperature), with_entropy)
-    return logp.view(tokens.shape), entropy.view(tokens.shape) if with_entropy else None
+    known = None if log_norm is None else log_norm.reshape(-1)
+    logp, entropy, norm = _ChunkedTokenLogprobs.apply(flat, tokens.reshape(-1), float(temperature),
+                                                      with_entropy and known is None, known)
+    return (logp.view(tokens.shape), entropy.view(tokens.shape) if with_entropy and known is None else None,
+            norm.view(tokens.shape))
 
 
 def _row_chunks(rows: int, vocab: int, device: torch.device) -> list[slice]:
@@ -142,15 +156,19 @@ def _scaled_chunk(logits: Tensor, chunk: slice, temperature: float) -> Tensor:
 
 
 class _ChunkedTokenLogprobs(torch.autograd.Function):
-    """logits [M, V], tokens [M] -> (logp [M], entropy [M] or an empty tensor); see token_logprobs_from_logits."""
+    """logits [M, V], tokens [M], known log-sum-exp [M] or None -> (logp [M], entropy [M] or an empty tensor,
+    log-sum-exp [M]); see token_logprobs_and_log_norm."""
 
     @staticmethod
-    def forward(ctx, logits: Tensor, tokens: Tensor, temperature: float, with_entropy: bool):
+    def forward(ctx, logits: Tensor, tokens: Tensor, temperature: float, with_entropy: bool, known: Tensor | None):
         rows, vocab = logits.shape
         logp = torch.empty(rows, dtype=torch.float32, device=logits.device)
-        log_norm = torch.empty_like(logp)  # log-sum-exp of logits / T per row, kept for backward
+        log_norm = torch.empty_like(logp) if known is None else known.clone()  # log-sum-exp of logits / T per row
         entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
-        for chunk in _row_chunks(rows, vocab, logits.device):
+        if known is not None:  # only the token's logit: gather, then upcast and scale as _scaled_chunk would
+            picked = logits.gather(-1, tokens[:, None]).squeeze(-1).float()
+            logp = (picked / temperature if temperature != 1.0 else picked) - log_norm
+        for chunk in _row_chunks(rows, vocab, logits.device) if known is None else ():
             scaled = _scaled_chunk(logits, chunk, temperature)
             log_norm[chunk] = torch.logsumexp(scaled, -1)
             logp[chunk] = scaled.gather(-1, tokens[chunk, None]).squeeze(-1) - log_norm[chunk]
@@ -160,11 +178,11 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
                 entropy[chunk] = log_norm[chunk] - (probs * scaled).sum(-1)
         ctx.save_for_backward(logits, tokens, log_norm)
         ctx.temperature = temperature
-        ctx.mark_non_differentiable(entropy)
-        return logp, entropy
+        ctx.mark_non_differentiable(entropy, log_norm)
+        return logp, entropy, log_norm
 
     @staticmethod
-    def backward(ctx, grad_logp: Tensor, _grad_entropy: Tensor):
+    def backward(ctx, grad_logp: Tensor, _grad_entropy: Tensor, _grad_log_norm: Tensor):
         logits, tokens, log_norm = ctx.saved_tensors
         t = ctx.temperature
         grad = torch.empty_like(logits)
@@ -176,7 +194,7 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
             g = (scaled - log_norm[chunk, None]).exp_().mul_(-weight)
             g.scatter_add_(-1, tokens[chunk, None], weight)
             grad[chunk] = g
-        return grad, None, None, None
+        return grad, None, None, None, None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,15 +4,26 @@ and the completions packed on top of its key/value cache, and torch.compile of t
 Functions of a transformers causal LM (or a DeepSpeed engine / peft wrapper around one) and token tensors, with
 no DeepSpeed or process-group state of their own (compile_model changes the model in place). Used by
 `grpo_train.learner`.
+
+Fused log-probs (`fused=True`; the learner's passes fuse where `fusing_pays`, their logits exceeding one chunk): the
+model runs as before (through the DeepSpeed engine and peft
+wrappers, so ZeRO-3's hooks gather every weight as they always did), but its output head is handed no rows: the
+final hidden states of the scored positions are taken from the head's input instead, and `head_token_logprobs`
+projects them onto the vocabulary a chunk of rows at a time, recomputing each chunk's logits in backward. No
+[n, C, V] tensor then exists, neither the logits nor their gradient. `fused=False` is the reference path: the
+model's [n, C, V] logits, then `algorithms.token_logprobs_from_logits`.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from grpo_train import algorithms
 
@@ -46,25 +57,150 @@ def compile_model(model: torch.nn.Module) -> None:
         model.set_attn_implementation(name)
 
 
+# Logits per chunk of the fused head: rows = HEAD_CHUNK_ELEMENTS // V. Each chunk reads the whole head weight, so a
+# chunk must be wide enough for its matmul not to be bound by that read (~220 rows of Qwen2.5's 151,936-token
+# vocabulary on CPU, ~880 on a GPU); its logits and, in backward, their gradient are the only [rows, V] tensors:
+# 2 x 64 MiB (CPU, fp32) and 2 x 256 MiB (GPU, bf16). scripts/bench/bench_logprob_memory.py measures the CPU one.
+HEAD_CHUNK_ELEMENTS = 2**25
+GPU_HEAD_CHUNK_ELEMENTS = 2**27
+
+
+def fusing_pays(model: torch.nn.Module, positions: int, device: torch.device) -> bool:
+    """Whether the fused head is worth its cost for a pass scoring `positions` completion positions: when their
+    logits would be more than one of its chunks. Below that the reference path's whole logits are no larger than
+    one fused chunk, while the fused path computes the head's matmul a second time in backward (14-18% more CPU time
+    per token on a small model's update, docs/benchmarks.md#fused-log-probs). So the tiny and small models of the
+    tests and the demo keep the reference path, and Qwen2.5's 151,936-token head at long completions fuses."""
+    elements = GPU_HEAD_CHUNK_ELEMENTS if device.type == "cuda" else HEAD_CHUNK_ELEMENTS
+    return positions * model.get_output_embeddings().out_features > elements
+
+
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
                    temperature: float, with_entropy: bool = False, share_prompts: bool = False,
-                   pack_last_prompt_token: bool = False) -> tuple[Tensor, Tensor | None]:
+                   pack_last_prompt_token: bool = False, fused: bool | None = None) -> tuple[Tensor, Tensor | None]:
     """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
 
     input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
     Returns (logp [n, C], entropy [n, C] or None); with share_prompts, 0 on completion padding.
-    pack_last_prompt_token (with share_prompts): see shared_prompt_layout.
+    pack_last_prompt_token (with share_prompts): see shared_prompt_layout. fused: through the head a chunk of
+    rows at a time (module docstring); False: the reference path over the model's whole logits; None (the
+    learner's): fused where `fusing_pays`.
     """
+    if fused is None:
+        fused = fusing_pays(model, input_ids.shape[0] * completion_len, input_ids.device)
     if share_prompts:
         return _token_logprobs_shared_prompts(model, input_ids, attention_mask, completion_len, temperature,
-                                              with_entropy, pack_last_prompt_token)
+                                              with_entropy, pack_last_prompt_token, fused)
     # Positions count real tokens only, so a left-padded prompt is seen exactly as vLLM sees it.
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                logits_to_keep=completion_len + 1, use_cache=False)
-    logits = out.logits[:, :-1]  # [n, C, V]: position t predicts completion token t
-    # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
-    return algorithms.token_logprobs_from_logits(logits, input_ids[:, -completion_len:], temperature, with_entropy)
+    logp, entropy, _ = scored_call(
+        model, lambda x: x[:, :-1],  # [n, C + 1, h or V] -> [n, C, .]: position t predicts completion token t
+        input_ids[:, -completion_len:], temperature, with_entropy, fused,
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        logits_to_keep=completion_len + 1, use_cache=False)
+    return logp, entropy
+
+
+def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], tokens: Tensor, temperature: float,
+                with_entropy: bool, fused: bool, **inputs) -> tuple[Tensor, Tensor | None, Any]:
+    """model(**inputs), and the log-probs of `tokens` [...] at the positions `select` picks among those the model's
+    output head was to project: select(x) [..., h or V] from the head's input x [..., S, h] (fused) or the model's
+    logits [..., S, V] (reference). Returns (logp [...] fp32, entropy [...] or None, the model's output; fused, its
+    `logits` are the log-probs).
+
+    Fused, hooks on the head turn its call into head_token_logprobs over the selected hidden states, inside the
+    model's forward: the log-probs are an output of the model, so a DeepSpeed engine around it sees their gradient
+    first, as it sees the logits' (its backward hooks on its outputs prepare the optimizer before any gradient is
+    accumulated). The model's logits must be its head's output (no soft-capping after it: Qwen2, Llama).
+    """
+    if not fused:
+        out = model(**inputs)
+        # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
+        logp, entropy = algorithms.token_logprobs_from_logits(select(out.logits), tokens, temperature, with_entropy)
+        return logp, entropy, out
+    scorer = _FusedHead(select, tokens, temperature, with_entropy)
+    head = model.get_output_embeddings()
+    handles = [head.register_forward_pre_hook(scorer.take), head.register_forward_hook(scorer.score)]
+    try:
+        out = model(**inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out.logits, scorer.entropy, out
+
+
+@dataclass
+class _FusedHead:
+    """The two hooks that turn one call of the output head into head_token_logprobs (see scored_call)."""
+
+    select: Callable[[Tensor], Tensor]
+    tokens: Tensor  # [...]
+    temperature: float
+    with_entropy: bool
+    hidden: Tensor | None = None  # [..., S, h] the head's input
+    entropy: Tensor | None = None  # [...]
+    busy: bool = False  # inside score(), where head_token_logprobs calls the head itself
+
+    def take(self, _head: torch.nn.Module, args: tuple) -> tuple | None:
+        """Before the head: keep its input, and hand it no positions to project."""
+        if self.busy:
+            return None
+        self.hidden = args[0]
+        return (args[0][..., :0, :], *args[1:])
+
+    def score(self, head: torch.nn.Module, _args: tuple, _output: Tensor) -> Tensor | None:
+        """After the head: its output becomes the log-probs of the selected positions."""
+        if self.busy:
+            return None
+        self.busy = True
+        try:
+            logp, self.entropy = head_token_logprobs(head, self.select(self.hidden), self.tokens, self.temperature,
+                                                     self.with_entropy)
+        finally:
+            self.busy, self.hidden = False, None
+        return logp
+
+
+def head_token_logprobs(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float,
+                        with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log softmax(head(hidden) / T)[token] (and the entropy), a chunk of rows at a time, forward and backward.
+
+    head: the model's output head (an nn.Linear, or what DeepSpeed / peft made of it; called as a module so their
+    hooks run); hidden: [..., h] final hidden states; tokens: [...] long. Returns (logp [...] fp32, entropy [...]
+    fp32 without gradient, or None), equal to algorithms.token_logprobs_from_logits(head(hidden), ...).
+    With gradients on, each chunk runs under non-reentrant activation checkpointing: its logits are dropped after
+    the forward and recomputed (the head called again, so ZeRO-3 gathers its weight again) when backward reaches
+    them; at most one chunk's logits and their gradient exist at a time. The price is one more head matmul.
+    """
+    flat, flat_tokens = hidden.reshape(-1, hidden.shape[-1]), tokens.reshape(-1)
+    elements = GPU_HEAD_CHUNK_ELEMENTS if hidden.device.type == "cuda" else HEAD_CHUNK_ELEMENTS
+    size = max(1, elements // head.out_features)
+    logps, entropies = [], []
+    for start in range(0, flat.shape[0], size):
+        args = (head, flat[start: start + size], flat_tokens[start: start + size], temperature, with_entropy, {})
+        if torch.is_grad_enabled():
+            logp, entropy = checkpoint(_head_chunk, *args, use_reentrant=False, preserve_rng_state=False)
+        else:
+            logp, entropy = _head_chunk(*args)
+        logps.append(logp)
+        entropies.append(entropy)
+    if not logps:  # no rows
+        empty = flat.new_zeros(0, dtype=torch.float32)
+        return empty.view(tokens.shape), empty.view(tokens.shape) if with_entropy else None
+    logp = torch.cat(logps).view(tokens.shape)
+    return logp, torch.cat(entropies).view(tokens.shape) if with_entropy else None
+
+
+def _head_chunk(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float, with_entropy: bool,
+                seen: dict[str, Tensor]) -> tuple[Tensor, Tensor | None]:
+    """hidden [rows, h], tokens [rows] -> (logp [rows], entropy [rows] or None) through logits [rows, V].
+
+    The first call keeps the rows' log-sum-exp in `seen`; the recomputation in backward reuses it, so it redoes the
+    head's matmul only, not the log-sum-exp and entropy passes over [rows, V] (its outputs are not used).
+    """
+    logp, entropy, seen["log_norm"] = algorithms.token_logprobs_and_log_norm(
+        head(hidden), tokens, temperature, with_entropy, seen.get("log_norm"))
+    return logp, entropy
 
 
 @dataclass
@@ -179,7 +315,8 @@ def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_l
 
 def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor,
                                    completion_len: int, temperature: float, with_entropy: bool,
-                                   last_prompt_token: bool = False) -> tuple[Tensor, Tensor | None]:
+                                   last_prompt_token: bool = False, fused: bool = True
+                                   ) -> tuple[Tensor, Tensor | None]:
     """token_logprobs with every distinct prompt run once and the completions packed on top of it.
 
     GRPO's G completions of a prompt share it, and a few-shot prompt is often ten times longer than the
@@ -197,25 +334,29 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
     # One embedding lookup for both passes: each lookup's backward builds a dense [vocab, hidden] gradient.
     embeds = model.get_input_embeddings()(torch.cat([distinct_ids.reshape(-1), fed_ids.reshape(-1)]))
     prompt_embeds, fed_embeds = embeds.split([distinct_ids.numel(), fed_ids.numel()])
-    out = model(inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
-                position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
     completion = input_ids[:, p:]
-    has_tokens = attention_mask[:, p] > 0
-    rows = torch.arange(n, device=input_ids.device)[has_tokens]
+    rows = torch.arange(n, device=input_ids.device)[attention_mask[:, p] > 0]
     # Token 0 of every completion: predicted by its prompt's last position (or, with last_prompt_token, in the pack).
-    parts = [] if last_prompt_token else [(out.logits[row_prompt[rows], 0], rows, torch.zeros_like(rows))]
+    first_rows = rows[:0] if last_prompt_token else rows
+    first_logp, first_entropy, out = scored_call(
+        model, lambda x: x[row_prompt[first_rows], 0],  # [distinct, 1, .] -> [rows, .]
+        completion[first_rows, 0], temperature, with_entropy, fused,
+        inputs_embeds=prompt_embeds.view(*distinct_ids.shape, -1), attention_mask=distinct_mask,
+        position_ids=(distinct_mask.cumsum(1) - 1).clamp(min=0), logits_to_keep=1, use_cache=True)
+    parts = [(first_logp, first_entropy, first_rows, torch.zeros_like(first_rows))]
     if packed is not None:
         cache = out.past_key_values
         cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
-        logits = model(inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
-                       attention_mask=packed.attention_mask(distinct_mask, embeds.dtype),
-                       position_ids=packed.positions, past_key_values=cache, use_cache=True).logits  # [B, W, V]
-        parts.append((logits.flatten(0, 1)[packed.source], packed.target_row, packed.target_col))
+        packed_logp, packed_entropy, _ = scored_call(
+            model, lambda x: x.flatten(0, 1)[packed.source],  # [B, W, .] -> [T, .]
+            completion[packed.target_row, packed.target_col], temperature, with_entropy, fused,
+            inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
+            attention_mask=packed.attention_mask(distinct_mask, embeds.dtype), position_ids=packed.positions,
+            past_key_values=cache, use_cache=True)
+        parts.append((packed_logp, packed_entropy, packed.target_row, packed.target_col))
     logp = torch.zeros(completion.shape, device=input_ids.device)
     entropy = torch.zeros(completion.shape, device=input_ids.device) if with_entropy else None
-    for logits, row, col in parts:
-        part_logp, part_entropy = algorithms.token_logprobs_from_logits(logits, completion[row, col], temperature,
-                                                                        with_entropy)
+    for part_logp, part_entropy, row, col in parts:
         logp = logp.index_put((row, col), part_logp)
         if with_entropy:
             entropy[row, col] = part_entropy

@@ -17,11 +17,15 @@ trainable (P, or the LoRA adapters' count), N ranks, ZeRO stage z:
     and product (4 x 2i); k and v are small under grouped-query attention and are left out.
   * with gradient checkpointing only each layer's input is kept (a * h per token and layer), plus one
     layer's full set while it is recomputed in backward;
-  * logits: b * s * V * 12, the fp32 logits, their log-softmax and its gradient at the loss (for Qwen's
-    152k vocabulary this term is larger than all layers together).
+  * the output head, over the c completion positions of each sequence only (c = rollout.max_tokens). The
+    learner's fused log-probs (grpo_train/forward.py) project r = min(b * c, E // V) rows at a time, E the
+    head's chunk size in elements (forward.GPU_HEAD_CHUNK_ELEMENTS, 2^27; 2^25 on CPU), and recompute them in
+    backward: r * V * 2a for one chunk's logits and their gradient, plus V * h * a for the head weight's gradient
+    of one chunk while it is added to the others'. The reference path (`fused=False`) keeps the whole logits and,
+    in backward, their gradient: b * c * V * 2a (for Qwen's 152k vocabulary larger than all layers together).
 - old / reference log-prob passes (no gradient, same micro-batch): nothing is kept for a backward pass, so
-  one layer's set at a time, a * (9h + 4i) per token, plus the logits in the model's dtype, b * s * V * a
-  (the fp32 log-softmax runs a few rows at a time).
+  one layer's set at a time, a * (9h + 4i) per token, plus one head chunk's logits, r * V * a (b * c * V * a on
+  the reference path; the fp32 log-softmax runs a few rows at a time).
 - vLLM: gpu_memory_utilization * GPU memory (its weights, P * w_vllm / tensor_parallel_size, and the KV
   cache in what is left).
 
@@ -30,8 +34,9 @@ vLLM share. Log-prob passes: the same plus those passes' activations, and plus t
 mode is off (the trainer puts vLLM to sleep before these passes; asleep, vLLM frees its KV cache and discards
 its weights, which the weight sync reloads). Update: likewise with the update's activations. Not counted:
 the CUDA context, NCCL and DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator
-fragmentation, so keep 10-15% of the GPU free. A sequence is taken at its longest, model.max_model_len tokens;
-with learner.max_tokens_per_micro_batch a micro-batch holds at most that many padded tokens, b * s = the budget.
+fragmentation, so keep 10-15% of the GPU free. A sequence is taken at its longest, model.max_model_len tokens,
+rollout.max_tokens of them completion tokens; with learner.max_tokens_per_micro_batch a micro-batch holds at most
+that many padded tokens, b * s = the budget, all of them counted as completion positions (the head's term).
 """
 
 from __future__ import annotations
@@ -158,30 +163,43 @@ class MemoryEstimate:
         return self.total <= self.gpu and self.vllm_kv_cache > 0
 
 
-def activation_bytes(*, micro_batch_size: int, seq_len: int, hidden_size: int, intermediate_size: int,
-                     num_layers: int, vocab_size: int, bytes_per_activation: int,
-                     gradient_checkpointing: bool) -> int:
-    """Bytes kept for the backward pass of one micro-batch (formulas in the module docstring)."""
+# forward.GPU_HEAD_CHUNK_ELEMENTS (memory.py imports no torch module; tests/test_memory.py checks they agree)
+HEAD_CHUNK_ELEMENTS = 2**27
+
+
+def head_rows(tokens: int, vocab_size: int, head_chunk_elements: int | None) -> int:
+    """Rows of logits the head holds at once: one chunk of the fused path, or all of them (None: reference)."""
+    return tokens if head_chunk_elements is None else min(tokens, max(1, head_chunk_elements // vocab_size))
+
+
+def activation_bytes(*, micro_batch_size: int, seq_len: int, completion_len: int, hidden_size: int,
+                     intermediate_size: int, num_layers: int, vocab_size: int, bytes_per_activation: int,
+                     gradient_checkpointing: bool, head_chunk_elements: int | None = HEAD_CHUNK_ELEMENTS) -> int:
+    """Bytes kept for the backward pass of one micro-batch (formulas in the module docstring); head_chunk_elements
+    None: the reference log-prob path."""
+    a = bytes_per_activation
     tokens = micro_batch_size * seq_len
-    one_layer = tokens * bytes_per_activation * (9 * hidden_size + 4 * intermediate_size)
-    if gradient_checkpointing:
-        layers = tokens * bytes_per_activation * hidden_size * num_layers + one_layer
-    else:
-        layers = one_layer * num_layers
-    logits = tokens * vocab_size * 12
-    return layers + logits
+    one_layer = tokens * a * (9 * hidden_size + 4 * intermediate_size)
+    layers = (tokens * a * hidden_size * num_layers + one_layer) if gradient_checkpointing else one_layer * num_layers
+    rows = head_rows(micro_batch_size * completion_len, vocab_size, head_chunk_elements)
+    if head_chunk_elements is None:  # the logits and their gradient
+        return layers + rows * vocab_size * 2 * a
+    return layers + rows * vocab_size * 2 * a + vocab_size * hidden_size * a
 
 
-def logprob_pass_bytes(*, micro_batch_size: int, seq_len: int, hidden_size: int, intermediate_size: int,
-                       vocab_size: int, bytes_per_activation: int) -> int:
+def logprob_pass_bytes(*, micro_batch_size: int, seq_len: int, completion_len: int, hidden_size: int,
+                       intermediate_size: int, vocab_size: int, bytes_per_activation: int,
+                       head_chunk_elements: int | None = HEAD_CHUNK_ELEMENTS) -> int:
     """Peak bytes of one no-grad log-prob micro-batch (formulas in the module docstring)."""
-    tokens = micro_batch_size * seq_len
-    return tokens * bytes_per_activation * (9 * hidden_size + 4 * intermediate_size + vocab_size)
+    a = bytes_per_activation
+    rows = head_rows(micro_batch_size * completion_len, vocab_size, head_chunk_elements)
+    return micro_batch_size * seq_len * a * (9 * hidden_size + 4 * intermediate_size) + rows * vocab_size * a
 
 
 def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size: int, precision: str,
-                    micro_batch_size: int, seq_len: int, hidden_size: int, intermediate_size: int,
-                    num_layers: int, vocab_size: int, gradient_checkpointing: bool, reference: bool,
+                    micro_batch_size: int, seq_len: int, completion_len: int, hidden_size: int,
+                    intermediate_size: int, num_layers: int, vocab_size: int, gradient_checkpointing: bool,
+                    reference: bool,
                     gpu_memory_utilization: float, gpu_memory_gib: float, vllm_bytes_per_param: int = 2,
                     tensor_parallel_size: int = 1, vllm_sleeps: bool = True, lora: bool = False
                     ) -> MemoryEstimate:
@@ -198,12 +216,13 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
     optimizer = trainable * optimizer_bytes / (n if zero_stage >= 1 else 1)
     ref = params * w / (n if zero_stage >= 3 else 1) if reference else 0.0
     activations = activation_bytes(
-        micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=hidden_size,
-        intermediate_size=intermediate_size, num_layers=num_layers, vocab_size=vocab_size,
-        bytes_per_activation=w, gradient_checkpointing=gradient_checkpointing)
+        micro_batch_size=micro_batch_size, seq_len=seq_len, completion_len=completion_len,
+        hidden_size=hidden_size, intermediate_size=intermediate_size, num_layers=num_layers,
+        vocab_size=vocab_size, bytes_per_activation=w, gradient_checkpointing=gradient_checkpointing)
     logprob_pass = logprob_pass_bytes(
-        micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=hidden_size,
-        intermediate_size=intermediate_size, vocab_size=vocab_size, bytes_per_activation=w)
+        micro_batch_size=micro_batch_size, seq_len=seq_len, completion_len=completion_len,
+        hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
+        bytes_per_activation=w)
     vllm = gpu_memory_utilization * gpu_memory_gib * GIB
     vllm_weights = (params - trainable if lora else params) * vllm_bytes_per_param / tensor_parallel_size
     static = weights + gradients + optimizer + ref
@@ -238,8 +257,9 @@ def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DE
     return estimate_memory(
         params=params + (trainable if lora.rank > 0 else 0), trainable=trainable,
         zero_stage=cfg.learner.zero_stage, world_size=world_size, precision=cfg.learner.precision,
-        micro_batch_size=micro_batch_size, seq_len=seq_len, hidden_size=dims.hidden_size,
-        intermediate_size=dims.intermediate_size, num_layers=dims.num_layers,
+        micro_batch_size=micro_batch_size, seq_len=seq_len,
+        completion_len=seq_len if cfg.learner.max_tokens_per_micro_batch else min(cfg.rollout.max_tokens, seq_len),
+        hidden_size=dims.hidden_size, intermediate_size=dims.intermediate_size, num_layers=dims.num_layers,
         vocab_size=dims.vocab_size, gradient_checkpointing=cfg.model.gradient_checkpointing,
         reference=cfg.algorithm.kl_coef > 0 and lora.rank == 0,
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, gpu_memory_gib=gpu_memory_gib,

@@ -12,6 +12,7 @@ import pytest
 from grpo_train.config import load_config
 from grpo_train.memory import (
     GIB,
+    HEAD_CHUNK_ELEMENTS,
     KNOWN_MODELS,
     ModelDims,
     activation_bytes,
@@ -32,7 +33,8 @@ SMALL = ModelDims(hidden_size=8, intermediate_size=16, num_layers=2, num_heads=2
 def _estimate(**overrides):
     """estimate_memory with round numbers: 1e9 params, 4 GPUs, bf16, no activations to speak of."""
     args = dict(params=10**9, trainable=10**9, zero_stage=0, world_size=4, precision="bf16",
-                micro_batch_size=1, seq_len=1, hidden_size=1, intermediate_size=1, num_layers=1, vocab_size=1,
+                micro_batch_size=1, seq_len=1, completion_len=1, hidden_size=1, intermediate_size=1, num_layers=1,
+                vocab_size=1,
                 gradient_checkpointing=False, reference=False, gpu_memory_utilization=0.5,
                 gpu_memory_gib=80.0)
     return estimate_memory(**{**args, **overrides})
@@ -109,24 +111,37 @@ def test_lora_param_count_by_hand():
 
 
 def test_activation_bytes_by_hand():
-    # b = 2 sequences of s = 3 tokens -> 6 tokens; h = 4, i = 8, 5 layers, V = 10, 2-byte activations.
-    # One layer: 6 * 2 * (9*4 + 4*8) = 6 * 2 * 68 = 816. Logits: 6 * 10 * 12 = 720.
-    # Without checkpointing: 5 * 816 + 720 = 4800. With: layer inputs 6 * 2 * 4 * 5 = 240, + 816 + 720 = 1776.
-    args = dict(micro_batch_size=2, seq_len=3, hidden_size=4, intermediate_size=8, num_layers=5,
+    # b = 2 sequences of s = 3 tokens (c = 2 of them completion) -> 6 tokens; h = 4, i = 8, 5 layers, V = 10,
+    # 2-byte activations. One layer: 6 * 2 * (9*4 + 4*8) = 6 * 2 * 68 = 816; 5 layers 4080; with checkpointing the
+    # layer inputs 6 * 2 * 4 * 5 = 240 + one layer 816 = 1056.
+    # Head, fused, chunks of 30 elements = 3 rows of the 4 completion rows: 3 * 10 * 2 * 2 = 120 for the chunk's logits
+    # and their gradient + 10 * 4 * 2 = 80 for one chunk's head-weight gradient = 200. With chunks of 1000 elements
+    # (and by default) all 4 rows fit one chunk: 160 + 80 = 240. Reference path: all 4 rows, logits and gradient: 160.
+    args = dict(micro_batch_size=2, seq_len=3, completion_len=2, hidden_size=4, intermediate_size=8, num_layers=5,
                 vocab_size=10, bytes_per_activation=2)
-    assert activation_bytes(**args, gradient_checkpointing=False) == 4800
-    assert activation_bytes(**args, gradient_checkpointing=True) == 1776
+    assert activation_bytes(**args, gradient_checkpointing=False, head_chunk_elements=30) == 4080 + 200
+    assert activation_bytes(**args, gradient_checkpointing=True, head_chunk_elements=30) == 1056 + 200
+    assert activation_bytes(**args, gradient_checkpointing=False, head_chunk_elements=1000) == 4080 + 240
+    assert activation_bytes(**args, gradient_checkpointing=False) == 4080 + 240
+    assert activation_bytes(**args, gradient_checkpointing=False, head_chunk_elements=None) == 4080 + 160
+
+
+def test_the_estimates_head_chunk_is_the_learners():
+    from grpo_train import forward
+
+    assert HEAD_CHUNK_ELEMENTS == forward.GPU_HEAD_CHUNK_ELEMENTS
 
 
 def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations():
-    # 1e9 params ZeRO-0 bf16: static 16e9 B = 14.9012 GiB. Activations of 1 x 1024 tokens, V = 10^5,
-    # h = i = L = 1: 1024 * 2 * 13 + 1024 * 10^5 * 12 = 26,624 + 1,228,800,000 B = 1.14443 GiB.
-    # vLLM 0.5 x 80 = 40 GiB.
-    kwargs = dict(seq_len=1024, vocab_size=10**5)
+    # 1e9 params ZeRO-0 bf16: static 16e9 B = 14.9012 GiB. Activations of 1 x 4096 tokens, all completion, V = 10^5,
+    # h = i = L = 1: layers 4096 * 2 * 13 = 106,496; the head in chunks of 2^27 // 10^5 = 1342 rows:
+    # 1342 * 10^5 * 2 * 2 = 536,800,000 + its weight's gradient 10^5 * 2 = 200,000 -> 537,106,496 B = 0.500219 GiB
+    # (the reference path's 4096 * 10^5 * 4 = 1.526 GiB). vLLM 0.5 x 80 = 40 GiB.
+    kwargs = dict(seq_len=4096, completion_len=4096, vocab_size=10**5)
     awake = _estimate(**kwargs, vllm_sleeps=False)
     asleep = _estimate(**kwargs, vllm_sleeps=True)
-    assert awake.activations == pytest.approx(1.14443, abs=1e-5)
-    assert awake.total == pytest.approx(14.9012 + 1.14443 + 40.0, abs=1e-4)  # everything at once
+    assert awake.activations == pytest.approx(0.500219, abs=1e-6)
+    assert awake.total == pytest.approx(14.9012 + 0.500219 + 40.0, abs=1e-4)  # everything at once
     assert asleep.total == pytest.approx(14.9012 + 40.0, abs=1e-4)  # rollout phase > update phase
     # vLLM's bf16 weights 2e9 B = 1.8626 GiB leave 40 - 1.8626 = 38.1374 for the KV cache; tp = 2 halves them.
     assert awake.vllm_kv_cache == pytest.approx(38.1374, abs=1e-4)
@@ -135,19 +150,24 @@ def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations(
 
 
 def test_logprob_pass_bytes_by_hand():
-    # b = 2 sequences of s = 3 tokens -> 6 tokens; h = 4, i = 8, V = 10, 2-byte activations: one layer's set
-    # 6 * 2 * (9*4 + 4*8) = 816 and the logits 6 * 10 * 2 = 120: 936.
-    assert logprob_pass_bytes(micro_batch_size=2, seq_len=3, hidden_size=4, intermediate_size=8, vocab_size=10,
-                              bytes_per_activation=2) == 936
+    # b = 2 sequences of s = 3 tokens (c = 2 completion) -> 6 tokens; h = 4, i = 8, V = 10, 2-byte activations: one
+    # layer's set 6 * 2 * (9*4 + 4*8) = 816, and the logits of one head chunk: all 4 completion rows by default,
+    # 4 * 10 * 2 = 80 (896); 3 rows in chunks of 30 elements, 60 (876); the reference path's 4 rows, 80.
+    args = dict(micro_batch_size=2, seq_len=3, completion_len=2, hidden_size=4, intermediate_size=8, vocab_size=10,
+                bytes_per_activation=2)
+    assert logprob_pass_bytes(**args) == 896
+    assert logprob_pass_bytes(**args, head_chunk_elements=30) == 876
+    assert logprob_pass_bytes(**args, head_chunk_elements=None) == 896
 
 
 @pytest.mark.parametrize("sleeps", [True, False])
 def test_peak_covers_the_logprob_passes(sleeps):
     # Activations as above, with gradient checkpointing; static 14.9012 GiB, vLLM 40 GiB.
-    e = _estimate(seq_len=1024, vocab_size=10**5, hidden_size=64, intermediate_size=256, num_layers=4,
-                  gradient_checkpointing=True, vllm_sleeps=sleeps)
+    e = _estimate(seq_len=1024, completion_len=512, vocab_size=10**5, hidden_size=64, intermediate_size=256,
+                  num_layers=4, gradient_checkpointing=True, vllm_sleeps=sleeps)
     static = e.weights + e.gradients + e.optimizer + e.reference
-    assert e.logprob_pass == pytest.approx(1024 * 2 * (9 * 64 + 4 * 256 + 10**5) / GIB)
+    # one layer's set over 1024 tokens, the logits of the 512 completion rows (one chunk: 2^27 // 10^5 = 1342 rows)
+    assert e.logprob_pass == pytest.approx((1024 * 2 * (9 * 64 + 4 * 256) + 512 * 10**5 * 2) / GIB)
     assert e.total >= static + e.logprob_pass + (0 if sleeps else e.vllm) - 1e-9
     assert e.total >= static + e.activations + (0 if sleeps else e.vllm) - 1e-9
 
@@ -166,14 +186,15 @@ def test_trainer_puts_vllm_to_sleep_before_the_logprob_passes():
 
 def test_7b_peak_with_vllm_awake_during_the_logprob_passes_would_exceed_the_estimate():
     # What moving engine.sleep() before the passes bought: with vLLM's 40 GiB still held during the reference
-    # pass, the ZeRO-3 7B config would peak 1.98 GiB above its estimate. That pass on 1 x 4096 tokens:
-    # 4096 * 2 * (9 * 3584 + 4 * 18944 + 152064) = 2,130,706,432 B = 1.98437 GiB.
+    # pass, the ZeRO-3 7B config would peak 3.55 GiB above its estimate. That pass on 4 x 4096 tokens, 3072 of each
+    # completion: one layer's set 4 * 4096 * 2 * (9 * 3584 + 4 * 18944) = 3,539,992,576 B, and one head chunk of
+    # 2^27 // 152,064 = 882 rows, 882 * 152,064 * 2 = 268,240,896 B: 3,808,233,472 B = 3.54669 GiB.
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs/qwen2.5-math-7b-math.yaml")
     e = estimate_for_config(cfg, 8, 80.0)
     static = e.weights + e.gradients + e.optimizer + e.reference
-    assert e.logprob_pass == pytest.approx(1.98437, abs=1e-5)
+    assert e.logprob_pass == pytest.approx(3.54669, abs=1e-5)
     assert e.total == pytest.approx(static + e.vllm)  # asleep during the passes, the rollout phase is the peak
-    assert static + e.vllm + e.logprob_pass == pytest.approx(e.total + 1.98437, abs=1e-5)
+    assert static + e.vllm + e.logprob_pass == pytest.approx(e.total + 3.54669, abs=1e-5)
 
 
 def test_a_token_budget_sizes_the_activations_by_its_tokens():

@@ -175,7 +175,7 @@ def test_the_learner_fuses_where_the_logits_would_exceed_one_chunk():
     and the demo's small models: fusing would only add the head's second matmul), the fused one beyond."""
     model = random_qwen2(QWEN25_VOCAB, tied=False)
     cpu = torch.device("cpu")
-    assert not forward.fusing_pays(model, 8 * 32, cpu)  # 256 positions x 151,936 < 2^25
+    assert not forward.fusing_pays(model, 8 * 16, cpu)  # 128 positions x 151,936 < 2^25
     assert forward.fusing_pays(model, 4 * 4096, cpu)  # the 7B configs' micro-batch of 4 x 4,096
     assert forward.fusing_pays(model, 4 * 4096, torch.device("cuda"))  # 2.5e9 > 2^27 on a GPU too
     assert not forward.fusing_pays(model, 800, torch.device("cuda"))

@@ -198,15 +198,18 @@ def test_7b_peak_with_vllm_awake_during_the_logprob_passes_would_exceed_the_esti
 
 
 def test_a_token_budget_sizes_the_activations_by_its_tokens():
-    # The 7B config runs micro-batches of 1 x 4096 tokens; a budget of 8192 padded tokens doubles the log-prob pass,
-    # 8192 * 2 * (9 * 3584 + 4 * 18944 + 152064) = 4,261,412,864 B = 3.96875 GiB, and the update's activations; a
-    # budget of 4096 is the same as 1 x 4096.
+    # A budget of 8192 padded tokens counts as one row of 8192 tokens, all completion positions. The log-prob pass:
+    # layers 8192 * 2 * (9 * 3584 + 4 * 18944) = 1,769,996,288 B, plus one fused head chunk of 2^27 // 152064 = 882
+    # rows, 882 * 152064 * 2 = 268,240,896 B: 2,038,237,184 B. The update's activations: the layers' part twice
+    # that of micro-batches of 1 x 4096, the head's part (a chunk's logits and gradient, 882 * 152064 * 2 * 2 B, and
+    # the head weight's gradient, 152064 * 3584 * 2 B) the same. A budget of 4096 is micro-batches of 1 x 4096.
     path = Path(__file__).resolve().parents[1] / "configs/qwen2.5-math-7b-math.yaml"
-    fixed = estimate_for_config(load_config(path), 8, 80.0)
+    fixed = estimate_for_config(load_config(path, ["learner.micro_batch_size=1"]), 8, 80.0)
     cfg = load_config(path, ["learner.max_tokens_per_micro_batch=8192"])
     budget = estimate_for_config(cfg, 8, 80.0)
-    assert budget.logprob_pass == pytest.approx(3.96875, abs=1e-5)
-    assert budget.activations == pytest.approx(2 * fixed.activations)
+    assert budget.logprob_pass == pytest.approx(2_038_237_184 / 2**30, abs=1e-9)
+    head = (882 * 152064 * 2 * 2 + 152064 * 3584 * 2) / 2**30
+    assert budget.activations - head == pytest.approx(2 * (fixed.activations - head))
     cfg.learner.max_tokens_per_micro_batch = 4096
     assert estimate_for_config(cfg, 8, 80.0) == fixed
     assert "micro-batches of at most 4096 padded tokens" in memory_report(cfg)

@@ -30,7 +30,8 @@ def step_row(step: int, **changes) -> dict:
 def small_estimate():
     # 100 M parameters, bf16, ZeRO-2 on one GPU: ~1.5 GiB of learner state, plus activations.
     return estimate_memory(params=100_000_000, trainable=100_000_000, zero_stage=2, world_size=1, precision="bf16",
-                           micro_batch_size=4, seq_len=256, hidden_size=512, intermediate_size=2048, num_layers=8,
+                           micro_batch_size=4, seq_len=256, completion_len=128, hidden_size=512,
+                           intermediate_size=2048, num_layers=8,
                            vocab_size=32000, gradient_checkpointing=False, reference=False,
                            gpu_memory_utilization=0.3, gpu_memory_gib=80)
 

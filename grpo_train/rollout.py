@@ -241,6 +241,16 @@ def llm_args(model_path: str, *, dtype: str, max_model_len: int, seed: int, cpu_
     return args
 
 
+def sampling_params(spec: SamplingSpec, seed: int, **extra):
+    """vLLM's SamplingParams for `spec` with the sampled tokens' log-probs; `seed` is the request's (none when
+    greedy); `extra`: further SamplingParams fields (the request-level API's DELTA outputs)."""
+    from vllm import SamplingParams
+
+    return SamplingParams(n=spec.n, temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
+                          max_tokens=spec.max_tokens, stop=list(spec.stop), logprobs=0,
+                          seed=seed if spec.temperature > 0 else None, **extra)
+
+
 class VLLMEngine:
     """vLLM's in-process `LLM`, colocated with the learner (see the module docstring for placement).
 
@@ -278,7 +288,6 @@ class VLLMEngine:
 
     def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
         """spec.n completions for each prompt, in one vLLM call; prompt-major order."""
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         if self.asleep:
@@ -287,12 +296,7 @@ class VLLMEngine:
         # Cached prefixes from earlier batches would be reused with other batch shapes and rounding;
         # starting empty keeps a batch's output a function of (weights, prompts, spec) alone.
         self.llm.reset_prefix_cache()
-        params = [
-            SamplingParams(n=spec.n, temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                           max_tokens=spec.max_tokens, stop=list(spec.stop), logprobs=0,
-                           seed=rollout_seed(spec.seed, i) if spec.temperature > 0 else None)
-            for i in range(len(prompt_token_ids))
-        ]
+        params = [sampling_params(spec, rollout_seed(spec.seed, i)) for i in range(len(prompt_token_ids))]
         prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_token_ids]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         rollouts = []
@@ -313,18 +317,13 @@ class VLLMEngine:
     # 0.32.0 (v1/engine/llm_engine.py, entrypoints/common/offline.py: LLM.generate runs the same loop). Outputs are
     # DELTA: each step returns only the tokens it added, so an aborted request's prefix is already on our side.
     def add_requests(self, requests: list[StreamRequest]) -> None:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         if self.asleep:
             raise RuntimeError("VLLMEngine.add_requests after sleep(): push the learner's weights first")
         for request in requests:
-            spec = request.spec
-            params = SamplingParams(n=1, temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                                    max_tokens=spec.max_tokens, stop=list(spec.stop), logprobs=0,
-                                    seed=spec.seed if spec.temperature > 0 else None,
-                                    output_kind=RequestOutputKind.DELTA)
+            params = sampling_params(request.spec, request.spec.seed, output_kind=RequestOutputKind.DELTA)
             self.llm.llm_engine.add_request(request.request_id, TokensPrompt(prompt_token_ids=list(request.token_ids)),
                                             params)
 

@@ -90,10 +90,15 @@ def roll_out_and_score(tools: RolloutTools, engine_problems: list[Problem], grou
     spec = SamplingSpec.from_config(tools.rollout, n=group_size, seed=seed)
     rollouts = tools.engine_ranks.share_rollouts(tools.engine.generate(prompt_ids, spec))  # prompt-major
     generated = time.perf_counter()
-    problems = tools.engine_ranks.share(engine_problems)
+    scored = score_round(tools, tools.engine_ranks.share(engine_problems), rollouts)
+    return scored, generated - started, time.perf_counter() - generated
+
+
+def score_round(tools: RolloutTools, problems: list[Problem], rollouts: list) -> Round:
+    """This rank's problems and their G completions each (prompt-major), decoded, verified and scored: a round."""
     texts, scores = verify(tools.verifier, tools.tokenizer, rollouts, problems, tools.reward)
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)  # [len(problems) * G]
-    return Round(problems, rollouts, texts, scores, rewards), generated - started, time.perf_counter() - generated
+    return Round(problems, rollouts, texts, scores, rewards)
 
 
 def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler, prompts_per_step: int,
@@ -111,10 +116,8 @@ def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler,
     started = time.perf_counter()
     groups = tools.engine_ranks.share(due)
     rollouts = [r for i, group in enumerate(groups) for r in group.rollouts(i)]  # prompt-major
-    problems = [group.problem for group in groups]
-    texts, scores = verify(tools.verifier, tools.tokenizer, rollouts, problems, tools.reward)
-    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)
-    return Round(problems, rollouts, texts, scores, rewards), phase, time.perf_counter() - started
+    scored = score_round(tools, [group.problem for group in groups], rollouts)
+    return scored, phase, time.perf_counter() - started
 
 
 def pool_states(pool: RolloutPool) -> list[dict]:

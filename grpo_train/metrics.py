@@ -41,9 +41,9 @@ _CONSOLE_KEYS = [
 # docs/troubleshooting.md. Dropped at run.log_level=warning; shown at info and debug.
 KNOWN_HARMLESS = (
     "RotaryEmbedding: Failed to load weights",  # vLLM's weight reload: that layer has no checkpoint tensors
-    "does not officially support disabling chunked prefill",  # off on CPU on purpose (rollout.py)
+    "does not officially support disabling chunked prefill",  # off on CPU on purpose (rollout/engines.py)
     "The global random seed is set to",  # in-process vLLM seeds the global RNGs; our resume does not rely on them
-    "Enforce eager set, disabling torch.compile",  # eager on CPU on purpose (rollout.py)
+    "Enforce eager set, disabling torch.compile",  # eager on CPU on purpose (rollout/engines.py)
     "Inductor compilation was disabled by user settings",  # the same choice, said again
     "Triton is not installed",  # CPU: vLLM's CPU kernels need no Triton ...
     "Triton is installed, but doesn't include CPU backend",  # ... whichever way it says so

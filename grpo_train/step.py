@@ -41,8 +41,7 @@ from grpo_train.rewards.pool import (
     function_values,
     veto_counts,
 )
-from grpo_train.rollout import EngineRanks, RolloutEngine, SamplingSpec, rollout_seed
-from grpo_train.rollout_pool import Phase, RolloutPool, staleness
+from grpo_train.rollout import EngineRanks, Phase, RolloutEngine, RolloutPool, SamplingSpec, rollout_seed, staleness
 from grpo_train.ustat.monitor import UstatMonitor
 
 

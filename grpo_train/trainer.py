@@ -35,8 +35,7 @@ from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.pool import VerifierPool
-from grpo_train.rollout import EngineRanks, SamplingSpec, make_engine, rollout_seed
-from grpo_train.rollout_pool import RolloutPool
+from grpo_train.rollout import EngineRanks, RolloutPool, SamplingSpec, make_engine, rollout_seed
 from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.step import (
     FailureReports,
@@ -170,7 +169,7 @@ def train(cfg: Config) -> Path:
             phase = None
         else:
             # Asynchronous (rollout.max_staleness k >= 1): new prompts join the pool of groups in flight; the engine
-            # runs them all until the groups due at this step are complete, and pauses the others (rollout_pool.py).
+            # runs them all until the groups due at this step are complete, and pauses the others (rollout/pool.py).
             first, phase, seconds["reward"] = pooled_round(tools, pool, sampler, prompts_per_step, cfg.run.seed, step)
             engine_problems, seconds["rollout"] = phase.problems, phase.seconds
         failures.check_step(first.scores, verifier.functions, cfg.reward.max_failure_fraction, step)

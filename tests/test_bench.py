@@ -20,11 +20,11 @@ def test_profile_summary_attributes_samples_to_phases(tmp_path):
     raw = tmp_path / "profile.txt"
     raw.write_text("\n".join([
         "<module> (grpo_train/__main__.py:5);_find_and_load (<frozen importlib._bootstrap>:1176) 40",  # start-up
-        f"{LOOP};VLLMEngine.generate (grpo_train/rollout.py:160);step (vllm/v1/engine/llm_engine.py:300) 30",
+        f"{LOOP};VLLMEngine.generate (grpo_train/rollout/engines.py:160);step (vllm/v1/engine/llm_engine.py:300) 30",
         f"{LOOP};update (grpo_train/learner.py:380);backward (torch/_tensor.py:600) 45",
         f"{LOOP};Learner.update (grpo_train/learner.py:380);forward (torch/nn/modules/linear.py:130) 15",
         # the sync check inside the loop calls generate: the outermost phase frame decides
-        f"{LOOP};load_weights (grpo_train/rollout.py:200);generate (grpo_train/rollout.py:160) 5",
+        f"{LOOP};load_weights (grpo_train/rollout/engines.py:200);generate (grpo_train/rollout/engines.py:160) 5",
         f"{LOOP};save_checkpoint (grpo_train/checkpoint.py:90);_save (torch/serialization.py:900) 4",
         f"{LOOP};log (grpo_train/metrics.py:60) 1",
     ]) + "\n")

@@ -54,7 +54,8 @@ def test_llm_arguments_of_a_gpu_engine_exist_and_take_our_values():
 def test_logprobs_mode_is_the_processed_distribution():
     from vllm.config.model import PROCESSED_LOGPROBS_MODES
 
-    # The sampler's log-probs must be those of the distribution the token was drawn from (rollout.py docstring).
+    # The sampler's log-probs must be those of the distribution the token was drawn from
+    # (grpo_train/rollout/engines.py docstring).
     assert "processed_logprobs" in PROCESSED_LOGPROBS_MODES, "vllm.config.model.PROCESSED_LOGPROBS_MODES changed"
 
 

@@ -18,7 +18,8 @@ LAYERS = {
     "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "distributed": 1, "checkpoint": 1, "weights": 1,
     "micro_batches": 1,
     # 2: rollout and learner, and what runs beside them (the reward pool, eval, the monitor)
-    "rollout": 2, "rollout_pool": 2, "forward": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
+    "rollout": 2, "rollout.records": 2, "rollout.engines": 2, "rollout.pool": 2,
+    "forward": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
     "dynamic_sampling": 2, "ustat.sketch": 2, "ustat.monitor": 2,
     # 3: the trainer and the programs built on the layers below
     "trainer": 3, "step": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3,

@@ -17,6 +17,7 @@ from grpo_train.rollout import (
     HFEngine,
     Rollout,
     RolloutEngine,
+    RolloutPool,
     SamplingSpec,
     StreamingEngine,
     StreamRequest,
@@ -24,7 +25,6 @@ from grpo_train.rollout import (
     make_engine,
     rollout_seed,
 )
-from grpo_train.rollout_pool import RolloutPool
 from grpo_train.weights import hf_weights
 
 EOS = 2  # <|im_end|> in the SmolLM2 tokenizer that tiny-qwen2 uses

@@ -251,9 +251,10 @@ def step_mfu(row: dict, update_flops: float, peak_gflops: float) -> float:
 # Profile: py-spy's samples of the trainer's Python stacks, summarised by phase and by innermost function
 
 # The phase of a sample: the first of these (function, module) frames on its stack, outermost first.
-PHASE_FRAMES = (("rollout", "generate", "grpo_train/rollout.py"), ("reward", "verify", "grpo_train/evaluation.py"),
+PHASE_FRAMES = (("rollout", "generate", "grpo_train/rollout/engines.py"),
+                ("reward", "verify", "grpo_train/evaluation.py"),
                 ("logprobs", "logprobs", "grpo_train/learner.py"), ("update", "update", "grpo_train/learner.py"),
-                ("sync", "load_weights", "grpo_train/rollout.py"),
+                ("sync", "load_weights", "grpo_train/rollout/engines.py"),
                 ("checkpoint", "save_checkpoint", "grpo_train/checkpoint.py"))
 
 

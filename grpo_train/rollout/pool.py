@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from grpo_train.data import Problem
-from grpo_train.rollout import Rollout, SamplingSpec, StreamingEngine, StreamRequest, rollout_seed
+from grpo_train.rollout.records import Rollout, SamplingSpec, StreamingEngine, StreamRequest, rollout_seed
 
 STALL_STEPS = 10_000  # engine steps in a row without any output before a phase gives up (a hang, named)
 

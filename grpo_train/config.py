@@ -181,8 +181,6 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("rollout.max_staleness", r.max_staleness >= 0, "must be >= 0"),
         ("rollout.max_staleness", r.max_staleness == 0 or r.engine == "vllm",
          "needs rollout.engine vllm (the rollout pool pauses and resumes requests one at a time)"),
-        ("rollout.max_staleness", r.max_staleness == 0 or a.dynamic_sampling == "off",
-         "cannot go with algorithm.dynamic_sampling yet (a step trains the groups due at it): set it off"),
         ("rollout.max_staleness", r.max_staleness == 0 or not a.group_size_auto,
          "cannot go with algorithm.group_size auto yet (the groups in flight have the G they were admitted with)"),
         # Tokens from older weights: the loss's ratio is against the learner's recomputed log-probs (the proximal

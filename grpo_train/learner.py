@@ -32,6 +32,7 @@ from grpo_train.distributed import (
     all_reduce_sum,
     device,
     forget_dead_deepspeed_groups,
+    global_means,
     global_step_stats,
     on_gpu,
 )
@@ -156,6 +157,7 @@ class UpdateBatch:
     old_logp: Tensor | None = None  # [N, C] learner log-probs before the update (None: on-policy)
     ref_logp: Tensor | None = None  # [N, C] reference-model log-probs (None: no KL term)
     truncated: Tensor | None = None  # [N] bool, completion cut by rollout.max_tokens (None: none was)
+    staleness: Tensor | None = None  # [N, C] long, weight versions each token is behind (None: synchronous)
 
     @property
     def prompt_len(self) -> int:
@@ -178,6 +180,7 @@ class UpdateBatch:
             old_logp=completion(self.old_logp),
             ref_logp=completion(self.ref_logp),
             truncated=None if self.truncated is None else self.truncated[index],
+            staleness=completion(self.staleness),
         )
 
     def loss_mask(self, mask_truncated: bool) -> Tensor:
@@ -190,8 +193,9 @@ class UpdateBatch:
 
 def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int]],
                       sampler_logps: list[list[float]], advantages: Tensor, pad_id: int,
-                      truncated: list[bool] | None = None) -> UpdateBatch:
-    """Pack rollouts into an UpdateBatch (prompts left-padded, completions right-padded)."""
+                      truncated: list[bool] | None = None, staleness: list[list[int]] | None = None) -> UpdateBatch:
+    """Pack rollouts into an UpdateBatch (prompts left-padded, completions right-padded); `staleness`: per completion
+    token, the weight versions it is behind (asynchronous GRPO; only logged, by `behaviour_by_staleness`)."""
     n = len(prompt_ids)
     p = max(len(prompt) for prompt in prompt_ids)
     c = max(1, max(len(completion) for completion in completion_ids))
@@ -206,7 +210,22 @@ def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int
         completion_mask[i, : len(completion)] = 1.0
         sampler_logp[i, : len(completion)] = torch.tensor(logps, dtype=torch.float32)
     flags = None if truncated is None else torch.tensor(truncated, dtype=torch.bool)
-    return UpdateBatch(input_ids, attention_mask, completion_mask, advantages.float(), sampler_logp, truncated=flags)
+    ages = None
+    if staleness is not None:
+        ages = torch.zeros((n, c), dtype=torch.long)
+        for i, row in enumerate(staleness):
+            ages[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return UpdateBatch(input_ids, attention_mask, completion_mask, advantages.float(), sampler_logp, truncated=flags,
+                       staleness=ages)
+
+
+def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tensor,
+                           buckets: int) -> list[tuple[float, float]]:
+    """(sum of the behaviour weights, token count) of the tokens 0 .. buckets - 1 versions old. weight: [B, T] or
+    [B, 1] from `algorithms.mismatch_weights` (None, no correction: 1); staleness [B, T] long; mask [B, T]."""
+    weight = torch.ones_like(mask) if weight is None else weight.expand_as(mask)
+    ages = staleness.to(mask.device)
+    return [(float((weight * mask * (ages == n)).sum()), float((mask * (ages == n)).sum())) for n in range(buckets)]
 
 
 def clip_range(a: AlgorithmConfig) -> tuple[float, float]:
@@ -398,14 +417,14 @@ class Learner:
             raise ValueError(f"algorithm.mini_batches={a.mini_batches} does not divide this rank's {n} sequences")
         mini_size = n // a.mini_batches
         totals: dict[str, float] = {}
-        steps = 0
+        steps: dict[str, int] = {}  # per statistic: the optimizer steps that had it (behaviour_weight/<n> may not)
         for _ in range(a.num_iterations):
             for start in range(0, n, mini_size):
                 stats = self._optimizer_step(batch, torch.arange(start, start + mini_size))
                 for key, value in stats.items():
                     totals[key] = totals.get(key, 0.0) + value
-                steps += 1
-        return {key: value / steps for key, value in totals.items()}
+                    steps[key] = steps.get(key, 0) + 1
+        return {key: value / steps[key] for key, value in totals.items()}
 
     def _optimizer_step(self, batch: UpdateBatch, index: Tensor) -> dict[str, float]:
         a = self.cfg.algorithm
@@ -416,6 +435,7 @@ class Learner:
         normaliser = max(1.0, all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens)))
         clip_low, clip_high = clip_range(a)
         sums: dict[str, float] = {}
+        by_age = {f"behaviour_weight/{n}": [0.0, 0.0] for n in range(self.cfg.rollout.max_staleness + 1)}
         tokens = loss_share = 0.0
         passes, trained = self._micro_batches(batch, index)
         for micro, scale in passes:
@@ -451,8 +471,17 @@ class Learner:
             loss_share += float(share.detach())
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * count
+            if sub.staleness is not None and scale:
+                weight, _ = algorithms.mismatch_weights(
+                    old, sub.sampler_logp.to(self.device), cmask, a.tis_cap or None, a.seq_correction,
+                    a.seq_correction_low, a.seq_correction_high)
+                for n, (total, counted) in enumerate(behaviour_by_staleness(weight, sub.staleness, cmask, len(by_age))):
+                    by_age[f"behaviour_weight/{n}"][0] += total
+                    by_age[f"behaviour_weight/{n}"][1] += counted
         applied = self._step()
         out = global_step_stats(loss_share, sums, tokens, trained, len(index))
+        if batch.staleness is not None:  # the mean behaviour weight of the tokens n versions old (none: left out)
+            out.update({k: v for k, v in global_means(by_age).items() if v == v})
         out["grad_norm"] = self._grad_norm() if applied else float("nan")
         out["lr"] = self.scheduler.get_last_lr()[0]
         out["skipped_step"] = 0.0 if applied else 1.0

@@ -28,6 +28,7 @@ _STEP_PANELS = [
     ("gradient norm (before clipping)", "train/grad_norm"),
     ("trained tokens' staleness (weight versions)", ("rollout/staleness_mean", "rollout/staleness_max")),
     ("trained tokens by staleness (fraction)", "rollout/staleness_frac/"),
+    ("behaviour weight by staleness (mean)", "train/behaviour_weight/"),
 ]
 
 

@@ -111,6 +111,11 @@ def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler,
         prompt_ids = [tools.renderer.check_length(p, tools.max_prompt_tokens) for p in engine_problems]
         pool.admit(engine_problems, prompt_ids, step, seed=rollout_seed(run_seed, step, tools.engine_ranks.index,
                                                                         batch))
+    return run_pool(tools, pool, step)
+
+
+def run_pool(tools: RolloutTools, pool: RolloutPool, step: int) -> tuple[Round, Phase, float]:
+    """The pool's generation phase for `step`, and this rank's share of the groups due, scored."""
     due, phase = pool.run(step)
     started = time.perf_counter()
     groups = tools.engine_ranks.share(due)
@@ -134,6 +139,21 @@ def extra_round(tools: RolloutTools, sampler: PromptSampler, prompts_per_step: i
     if not needed:
         return None
     return roll_out_and_score(tools, more, group_size, rollout_seed(run_seed, step, tools.engine_ranks.index, k))[0]
+
+
+def pooled_extra_round(tools: RolloutTools, pool: RolloutPool, phase: Phase, sampler: PromptSampler,
+                       prompts_per_step: int, run_seed: int, step: int, k: int, needed: bool) -> Round | None:
+    """`extra_round` with rollout.max_staleness >= 1: the round's prompts join the pool due at this step, and the pool
+    runs again until they are complete (the groups due later advance meanwhile); its work counts into `phase`."""
+    more = tools.engine_ranks.prompts(sampler.next_batch(prompts_per_step))
+    if not needed:
+        return None
+    prompt_ids = [tools.renderer.check_length(p, tools.max_prompt_tokens) for p in more]
+    pool.admit(more, prompt_ids, step, seed=rollout_seed(run_seed, step, tools.engine_ranks.index,
+                                                         pool.max_staleness + k), due_now=True)
+    scored, extra, _ = run_pool(tools, pool, step)
+    phase.add(extra)
+    return scored
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -299,7 +319,8 @@ def pool_metrics(record: StepRecord, step: int, max_staleness: int) -> dict[str,
     """rollout/ metrics of the rollout pool (docs/metrics.md): the staleness of the trained tokens (versions behind
     the learner before this update, step - 1) with its histogram, the phase's work, and the engine's idle time
     (colocated: the learner's phases). Collective."""
-    ages = staleness(record.first.rollouts, step - 1)
+    trained = record.first if record.sampled is None else record.sampled.kept
+    ages = staleness(trained.rollouts, step - 1)
     phase = record.phase
     metrics = global_means({
         "rollout/staleness_mean": (sum(ages), len(ages)),

@@ -43,6 +43,7 @@ from grpo_train.step import (
     StepRecord,
     evaluate,
     extra_round,
+    pooled_extra_round,
     pooled_round,
     roll_out_and_score,
     sample_rows,
@@ -176,10 +177,13 @@ def train(cfg: Config) -> Path:
 
         # --------------------------------------------------------------------------------------------
         # 3b. Dynamic sampling: train on the groups with mixed rewards; dapo draws more prompts for them
+        # (Asynchronous: an extra round's prompts join the pool due at this step, and the pool runs again.)
         t0 = time.perf_counter()
+        draw = (functools.partial(extra_round, tools, sampler, prompts_per_step, group_size, cfg.run.seed, step)
+                if pool is None else functools.partial(pooled_extra_round, tools, pool, phase, sampler,
+                                                       prompts_per_step, cfg.run.seed, step))
         sampled = None if a.dynamic_sampling == "off" else dynamic_sampling.select(
-            a.dynamic_sampling, first, group_size, prompts_per_step // world, a.dynamic_sampling_max_rounds,
-            functools.partial(extra_round, tools, sampler, prompts_per_step, group_size, cfg.run.seed, step),
+            a.dynamic_sampling, first, group_size, prompts_per_step // world, a.dynamic_sampling_max_rounds, draw,
             lambda short: all_reduce_max(float(short)) > 0)
         seconds["rollout"] += time.perf_counter() - t0
         trained = first if sampled is None else sampled.kept  # the groups the update trains on
@@ -197,7 +201,9 @@ def train(cfg: Config) -> Path:
         batch = make_update_batch([r.prompt_token_ids for r in trained.rollouts],
                                   [r.completion_token_ids for r in trained.rollouts],
                                   [r.logprobs for r in trained.rollouts], advantages, pad_id=tokenizer.pad_token_id,
-                                  truncated=[r.truncated for r in trained.rollouts])
+                                  truncated=[r.truncated for r in trained.rollouts],
+                                  staleness=None if pool is None else [[step - 1 - v for v in r.versions]
+                                                                       for r in trained.rollouts])
         if sampled is not None and sampled.placeholder:
             batch.completion_mask.zero_()  # no mixed group on this rank: nothing to learn, nothing to count
         if needs_old_logp:

@@ -14,9 +14,13 @@ from safetensors.torch import load_file
 WALL_CLOCK = ("perf/", "memory/")
 # k = 2, and completions of spread lengths: the random tiny model rarely samples EOS, so a stop string ends them
 # (the first token with an "o": 1 to ~20 tokens); the groups due at a step are then often done before the newer
-# ones, which are paused and resumed at the next step.
+# ones, which are paused and resumed at the next step. Dynamic sampling (dapo) on a length reward that is 0 up to 24
+# characters, so that some groups have all-equal rewards and extra rounds join the pool due at once.
 ASYNC = ["rollout.max_staleness=2", "rollout.max_tokens=48", "rollout.stop=['o']", "run.eval_size=0",
-         "run.checkpoint_every=2", "run.samples_every=0", "algorithm.prompts_per_step=2", "algorithm.group_size=4"]
+         "run.checkpoint_every=2", "run.samples_every=0", "algorithm.prompts_per_step=2", "algorithm.group_size=4",
+         "algorithm.dynamic_sampling=dapo", "algorithm.dynamic_sampling_max_rounds=2",
+         "reward.functions=[{function: 'grpo_train.rewards:length_penalty', kwargs: {max_len: 320, unit: chars, "
+         "free: 24}}]"]
 
 
 def weights(run_dir, step):
@@ -25,7 +29,7 @@ def weights(run_dir, step):
 
 @pytest.mark.slow
 def test_async_run_keeps_staleness_within_k_and_resumes_exactly(tmp_path):
-    """~60 s: 4 steps straight, then steps 3-4 again from the straight run's step-2 checkpoint (which holds the
+    """~90 s: 4 steps straight, then steps 3-4 again from the straight run's step-2 checkpoint (which holds the
     groups in flight) in a new folder: the same metrics and the same final weights, bit for bit."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     run(["--config", str(TINY), f"run.output_dir={straight}", "run.steps=4", *ASYNC])
@@ -39,6 +43,14 @@ def test_async_run_keeps_staleness_within_k_and_resumes_exactly(tmp_path):
     assert not undocumented_metrics({k for row in want for k in row}), "add them to docs/metrics.md"
     assert max(r["rollout/staleness_max"] for r in want) >= 1 and sum(r["rollout/resumed"] for r in want) > 0
     assert all(r["train/tis_weight_mean"] > 0 for r in want)  # the behaviour correction is on (tis_cap 2)
+    # Every row has the behaviour weight of each staleness it trained, and only those.
+    for row in want:
+        assert {n for n in range(3) if f"train/behaviour_weight/{n}" in row} == \
+            {n for n in range(3) if row[f"rollout/staleness_frac/{n}"] > 0}
+    assert any(f"train/behaviour_weight/{n}" in row for n in (1, 2) for row in want)
+    # dapo's extra rounds ran in the pool (their groups due at once) and their groups were trained
+    assert sum(r["train/dynamic_extra_rollouts"] for r in want) > 0
+    assert all(r["train/dynamic_kept_groups"] == 2 for r in want)
     state = json.loads((straight / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
     assert len(state["pools"]) == 1 and len(state["pools"][0]["groups"]) == 4  # k x prompts_per_step left
 

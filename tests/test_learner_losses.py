@@ -4,6 +4,7 @@ size or a token budget) and (slow test) two ranks; the logged loss and statistic
 dropout does not move the importance ratio."""
 
 import json
+import math
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -83,7 +84,19 @@ def full_batch(learner: Learner, seed: int = 0):
         age = torch.randint(0, k + 1, mask.shape, generator=g)
         batch.sampler_logp = (current + noise(0.25) * (1 + age)) * mask
         batch.old_logp = None
+        batch.staleness = age * mask.long()
     return batch
+
+
+def naive_behaviour_weights(current, batch, cap: float, k: int) -> dict[str, float]:
+    """The mean of min(pi_prox / pi_sampler, cap) over the completion tokens n versions old, token by token."""
+    sums, counts = [0.0] * (k + 1), [0] * (k + 1)
+    for i in range(current.shape[0]):
+        for t in range(int(batch.completion_mask[i].sum())):
+            n = int(batch.staleness[i, t])
+            sums[n] += min(math.exp(float(current[i, t]) - float(batch.sampler_logp[i, t])), cap)
+            counts[n] += 1
+    return {f"behaviour_weight/{n}": sums[n] / counts[n] for n in range(k + 1) if counts[n]}
 
 
 def trainable(learner: Learner) -> dict[str, torch.Tensor]:
@@ -141,6 +154,7 @@ def test_learner_gradient_equals_the_naive_per_sequence_gradient(tiny_path, case
     cfg = case_cfg(case)
     learner = Learner(cfg, tiny_path, total_optimizer_steps=1)
     batch = full_batch(learner)
+    current = learner.logprobs(batch)  # the proximal policy's log-probs (the learner before the update)
     before = trainable(learner)
     stats = learner.update(batch)
     got = recovered_gradient(before, trainable(learner))
@@ -157,6 +171,10 @@ def test_learner_gradient_equals_the_naive_per_sequence_gradient(tiny_path, case
         assert stats["clip_frac_low"] + stats["clip_frac_high"] > 0
     if cfg.rollout.max_staleness:  # the behaviour weights min(pi_old / pi_sampler, 2) are not all 1, some capped
         assert 0 < stats["tis_capped_frac"] < 1 and stats["tis_weight_mean"] != pytest.approx(1.0, abs=1e-3)
+        by_age = naive_behaviour_weights(current, batch, cfg.algorithm.tis_cap, cfg.rollout.max_staleness)
+        assert len(by_age) == 3 and by_age == pytest.approx({k: stats[k] for k in stats if "behaviour" in k}, rel=1e-5)
+    else:
+        assert not any("behaviour" in k for k in stats)
 
 
 def test_model_dropout_is_off_so_the_ratio_starts_at_one(tiny_path, tmp_path):
@@ -193,7 +211,7 @@ def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tm
         batch = full_batch(one_rank)
         single = one_rank.update(batch)
         for key in ("loss", "ratio_mean", "clip_frac_low", "clip_frac_high", "entropy", "trained_seq_frac",
-                    "sampler_logp_gap"):
+                    "sampler_logp_gap", *(k for k in single if k.startswith("behaviour_weight/"))):
             assert ranks[0][key] == pytest.approx(single[key], rel=1e-4, abs=1e-6), key
         _, want = naive_gradient(tiny_path, cfg, batch, range(len(batch.advantages)))
         assert_same_gradient(torch.load(tmp_path / f"{case}-grad.pt"), want)

@@ -214,11 +214,13 @@ def test_curves_of_an_asynchronous_run_show_the_staleness_and_its_histogram():
     from grpo_train.plot import figure, panels
 
     rows = [{"step": s, "reward/mean": 0.1, "rollout/staleness_mean": 0.5 * (s > 1), "rollout/staleness_max": s > 1,
-             "rollout/staleness_frac/0": 1.0 - 0.5 * (s > 1), "rollout/staleness_frac/1": 0.5 * (s > 1)}
+             "rollout/staleness_frac/0": 1.0 - 0.5 * (s > 1), "rollout/staleness_frac/1": 0.5 * (s > 1),
+             "train/behaviour_weight/0": 1.0, **({"train/behaviour_weight/1": 0.9} if s > 1 else {})}
             for s in range(1, 4)]
     assert panels(rows)[1:] == [
         ("trained tokens' staleness (weight versions)", ["rollout/staleness_mean", "rollout/staleness_max"]),
-        ("trained tokens by staleness (fraction)", ["rollout/staleness_frac/0", "rollout/staleness_frac/1"])]
+        ("trained tokens by staleness (fraction)", ["rollout/staleness_frac/0", "rollout/staleness_frac/1"]),
+        ("behaviour weight by staleness (mean)", ["train/behaviour_weight/0", "train/behaviour_weight/1"])]
     histogram = [ax for ax in figure(rows).axes if ax.get_title().startswith("trained tokens by")][0]
     assert sorted(t.get_text() for t in histogram.get_legend().get_texts()) == ["0", "1"]
     assert "staleness" not in str(panels([{"step": 1, "reward/mean": 0.1}]))  # a synchronous run: no such panels

@@ -93,6 +93,14 @@ class Phase:
     pool_groups: int = 0  # groups in the pool when the phase started
     problems: list[Problem] = field(default_factory=list)  # the problems of the groups due, admission order
 
+    def add(self, later: Phase) -> None:
+        """Count a later phase of the same step (dynamic sampling's extra rounds) into this one."""
+        self.seconds += later.seconds
+        self.engine_steps += later.engine_steps
+        self.requests += later.requests
+        self.resumed += later.resumed
+        self.tokens += later.tokens
+
 
 class RolloutPool:
     """The groups one engine has in flight (module docstring). Every rank of a tensor-parallel engine keeps an
@@ -115,13 +123,15 @@ class RolloutPool:
         """Groups that can be admitted at `step` (deadline slots of steps step .. step + k not taken)."""
         return self.groups_per_step * (self.max_staleness + 1) - sum(g.deadline >= step for g in self.groups)
 
-    def admit(self, problems: list[Problem], prompt_ids: list[list[int]], step: int, seed: int) -> None:
+    def admit(self, problems: list[Problem], prompt_ids: list[list[int]], step: int, seed: int,
+              due_now: bool = False) -> None:
         """Admit groups at `step`, each into the earliest step in step .. step + k with a free slot (problem i gets the
-        seed rollout_seed(seed, i), as `generate` seeds prompt i)."""
+        seed rollout_seed(seed, i), as `generate` seeds prompt i). `due_now`: due at `step` itself, outside the slots
+        (dynamic sampling's extra round, after the step's own groups have left: `run(step)` again generates them)."""
         taken = Counter(g.deadline for g in self.groups)
         for i, (problem, ids) in enumerate(zip(problems, prompt_ids, strict=True)):
-            deadline = next((d for d in range(step, step + self.max_staleness + 1)
-                             if taken[d] < self.groups_per_step), None)
+            deadline = step if due_now else next((d for d in range(step, step + self.max_staleness + 1)
+                                                  if taken[d] < self.groups_per_step), None)
             if deadline is None:
                 raise ValueError(f"the rollout pool is full at step {step}: {len(self.groups)} groups for "
                                  f"{self.groups_per_step} per step and max_staleness {self.max_staleness}")

@@ -15,12 +15,13 @@ WALL_CLOCK = ("perf/", "memory/")
 # k = 2, and completions of spread lengths: the random tiny model rarely samples EOS, so a stop string ends them
 # (the first token with an "o": 1 to ~20 tokens); the groups due at a step are then often done before the newer
 # ones, which are paused and resumed at the next step. Dynamic sampling (dapo) on a length reward that is 0 up to 24
-# characters, so that some groups have all-equal rewards and extra rounds join the pool due at once.
+# characters, so that some groups have all-equal rewards and extra rounds join the pool due at once. The U-statistic
+# monitor on: its constants come from the update's (behaviour-weighted) per-sequence scores.
 ASYNC = ["rollout.max_staleness=2", "rollout.max_tokens=48", "rollout.stop=['o']", "run.eval_size=0",
          "run.checkpoint_every=2", "run.samples_every=0", "algorithm.prompts_per_step=2", "algorithm.group_size=4",
          "algorithm.dynamic_sampling=dapo", "algorithm.dynamic_sampling_max_rounds=2",
          "reward.functions=[{function: 'grpo_train.rewards:length_penalty', kwargs: {max_len: 320, unit: chars, "
-         "free: 24}}]"]
+         "free: 24}}]", "ustat.enabled=true", "ustat.resamples=20"]
 
 
 def weights(run_dir, step):
@@ -51,6 +52,7 @@ def test_async_run_keeps_staleness_within_k_and_resumes_exactly(tmp_path):
     # dapo's extra rounds ran in the pool (their groups due at once) and their groups were trained
     assert sum(r["train/dynamic_extra_rollouts"] for r in want) > 0
     assert all(r["train/dynamic_kept_groups"] == 2 for r in want)
+    assert all(r["ustat/c2"] > 0 and r["ustat/window_prompts"] == 2 * r["step"] for r in want)
     state = json.loads((straight / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
     assert len(state["pools"]) == 1 and len(state["pools"][0]["groups"]) == 4  # k x prompts_per_step left
 

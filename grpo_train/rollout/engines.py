@@ -45,6 +45,7 @@ fp32 AdamW the resident learner state is about 16 bytes per parameter / number o
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable
 
@@ -126,6 +127,11 @@ class VLLMEngine:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         from vllm import LLM
 
+        # vLLM freezes the process's heap out of the garbage collector once its engine is up (freeze_gc_heap), after
+        # five full collections while it starts; freezing what exists already (the imports, the learner) first makes
+        # those collections walk only the engine's new objects: 13.0-13.2 s instead of 14.9 s to start the tiny
+        # model's engine on a 2-core EPYC. Frozen objects are still freed by reference counting.
+        gc.freeze()
         on_gpu = torch.cuda.is_available()
         self.llm = LLM(**llm_args(model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
                                   cpu_kvcache_gb=cpu_kvcache_gb, gpu_memory_utilization=gpu_memory_utilization,

@@ -128,8 +128,8 @@ class VLLMEngine:
         from vllm import LLM
 
         # vLLM freezes the process's heap out of the garbage collector once its engine is up (freeze_gc_heap), after
-        # five full collections while it starts; freezing what exists already (the imports, the learner) first makes
-        # those collections walk only the engine's new objects: 13.0-13.2 s instead of 14.9 s to start the tiny
+        # several gc.collect() calls while it loads the model and profiles memory; freezing what exists already (the
+        # imports, the learner) first makes those walk only the engine's new objects: 13.0-13.2 s instead of 14.9 s to start the tiny
         # model's engine on a 2-core EPYC. Frozen objects are still freed by reference counting.
         gc.freeze()
         on_gpu = torch.cuda.is_available()

@@ -454,8 +454,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     t_start = time.perf_counter()
     (work / "logs").mkdir(parents=True)
-    env = dict(os.environ, GRPO_TRAIN_CACHE=os.environ.get("GRPO_TRAIN_CACHE", str(work / "cache")),
-               PYTHONUNBUFFERED="1")
+    # Every item is a run of its own (one process, or its own torchrun): a rendezvous inherited from the shell (a
+    # Slurm step, a process that already holds a world of one on MASTER_PORT) would make them join it or collide.
+    inherited = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    env = {k: v for k, v in os.environ.items() if k not in inherited}
+    env.update(GRPO_TRAIN_CACHE=os.environ.get("GRPO_TRAIN_CACHE", str(work / "cache")), PYTHONUNBUFFERED="1")
     os.environ["GRPO_TRAIN_CACHE"] = env["GRPO_TRAIN_CACHE"]
     model = TINY_QWEN25 if args.dry_run else RANDOM_QWEN25_05B
     print(f"grpo-gpu-check: building {model} (random weights, Qwen2.5's tokenizer) ...", flush=True)

@@ -129,8 +129,8 @@ class VLLMEngine:
 
         # vLLM freezes the process's heap out of the garbage collector once its engine is up (freeze_gc_heap), after
         # several gc.collect() calls while it loads the model and profiles memory; freezing what exists already (the
-        # imports, the learner) first makes those walk only the engine's new objects: 13.0-13.2 s instead of 14.9 s to start the tiny
-        # model's engine on a 2-core EPYC. Frozen objects are still freed by reference counting.
+        # imports, the learner) first makes those walk only the engine's new objects: 13.0-13.2 s instead of 14.9 s
+        # to start the tiny model's engine on a 2-core EPYC. Frozen objects are still freed by reference counting.
         gc.freeze()
         on_gpu = torch.cuda.is_available()
         self.llm = LLM(**llm_args(model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,

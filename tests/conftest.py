@@ -11,7 +11,11 @@ from grpo_train.models import resolve_model
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` need CUDA: skipped, with the reason, on machines without it (CI, the developers')."""
+    """Tests marked `gpu` need CUDA: skipped, with the reason, on machines without it (CI, the developers').
+    Files with slow tests run first: under `make test`'s two workers (pytest-xdist, a file at a time each) the long
+    files then start early, rather than one of them running last on one worker while the other has nothing left."""
+    slow_files = {item.path for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within each group is kept
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (marker gpu); run on a GPU node: pytest -m gpu")

@@ -2,9 +2,11 @@
 
     .venv/bin/python scripts/bench/bench_logprob_memory.py                      # C = 1024, 2048, 4096; tied, untied
     .venv/bin/python scripts/bench/bench_logprob_memory.py --lengths 2048 --heads untied --repeats 3
+    .venv/bin/python scripts/bench/bench_logprob_memory.py --shape qwen2.5-0.5b --heads tied --lengths 2048 --repeats 1
 
 A Qwen2.5-shaped model with the real vocabulary (151,936 tokens), random weights from a transformers Qwen2Config,
-small otherwise (hidden 256, MLP 704, 2 layers, 4 heads of 64, 2 key/value heads), in fp32 on the CPU (the
+small otherwise (hidden 256, MLP 704, 2 layers, 4 heads of 64, 2 key/value heads; `--shape qwen2.5-0.5b`: that
+model's 24 layers, hidden 896, MLP 4,864, 14 heads, 2 key/value heads), in fp32 on the CPU (the
 learner's dtype on a CPU without native bf16). One micro-batch of --rows sequences of a --prompt-token prompt and C
 completion tokens: `forward.token_logprobs` (with the entropy, as the update asks) and the backward of a weighted
 sum of the log-probs, the reference path (`fused=False`: the model's [n, C, V] logits) and the fused one (the
@@ -35,8 +37,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 OUT = ROOT / "bench" / "logprob_memory.json"
 VOCAB = 151_936
-SHAPE = dict(hidden_size=256, intermediate_size=704, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2)
+# --shape: "small" (the default: the head is most of the FLOPs, the fused path's worst case for time) or Qwen2.5-0.5B's
+# real depth and width (24 layers, hidden 896: the head ~28% of the FLOPs of a forward).
+SHAPES = {
+    "small": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2),
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2),
+}
 MIB = 2**20
 
 
@@ -47,7 +55,7 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def measure(tied: bool, length: int, fused: bool, rows: int, prompt: int, repeats: int) -> dict:
+def measure(tied: bool, length: int, fused: bool, rows: int, prompt: int, repeats: int, shape: str = "small") -> dict:
     """One configuration, in this process: peak bytes added by the pass + backward, and seconds per pass."""
     from grpo_train.cli import keep_freed_host_memory
 
@@ -58,7 +66,7 @@ def measure(tied: bool, length: int, fused: bool, rows: int, prompt: int, repeat
     from grpo_train.forward import token_logprobs
 
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=VOCAB, tie_word_embeddings=tied, max_position_embeddings=8192, **SHAPE)
+    config = Qwen2Config(vocab_size=VOCAB, tie_word_embeddings=tied, max_position_embeddings=8192, **SHAPES[shape])
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     g = torch.Generator().manual_seed(1)
 
@@ -79,19 +87,21 @@ def measure(tied: bool, length: int, fused: bool, rows: int, prompt: int, repeat
     passes = [one_pass(length) for _ in range(repeats)]
     peak = status_kib("VmHWM") - before
     seconds, cpu_seconds = min(wall for wall, _ in passes), min(cpu for _, cpu in passes)
-    return {"tied": tied, "completion_len": length, "path": "fused" if fused else "reference", "rows": rows,
+    return {"shape": shape, "tied": tied, "completion_len": length, "path": "fused" if fused else "reference",
+            "rows": rows,
             "prompt_len": prompt, "peak_mib": peak / 1024, "seconds": seconds, "cpu_seconds": cpu_seconds,
             "us_per_token": seconds / (rows * length) * 1e6,
             "cpu_us_per_token": cpu_seconds / (rows * length) * 1e6,
-            "estimate_mib": estimate_bytes(tied, length, rows, prompt, fused) / MIB}
+            "estimate_mib": estimate_bytes(tied, length, rows, prompt, fused, shape) / MIB}
 
 
-def estimate_bytes(tied: bool, length: int, rows: int, prompt: int, fused: bool) -> int:
+def estimate_bytes(tied: bool, length: int, rows: int, prompt: int, fused: bool, shape: str = "small") -> int:
     """memory.py's update activations for this micro-batch (CPU head chunks) plus the fp32 weight gradients."""
     from grpo_train import forward, memory
 
-    dims = memory.ModelDims(SHAPE["hidden_size"], SHAPE["intermediate_size"], SHAPE["num_hidden_layers"],
-                            SHAPE["num_attention_heads"], SHAPE["num_key_value_heads"], VOCAB, tied, True)
+    d = SHAPES[shape]
+    dims = memory.ModelDims(d["hidden_size"], d["intermediate_size"], d["num_hidden_layers"],
+                            d["num_attention_heads"], d["num_key_value_heads"], VOCAB, tied, True)
     activations = memory.activation_bytes(
         micro_batch_size=rows, seq_len=prompt + length, completion_len=length, hidden_size=dims.hidden_size,
         intermediate_size=dims.intermediate_size, num_layers=dims.num_layers, vocab_size=VOCAB,
@@ -107,6 +117,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", type=int, default=1, help="sequences per micro-batch")
     p.add_argument("--prompt", type=int, default=64, help="prompt tokens per sequence")
     p.add_argument("--repeats", type=int, default=2, help="measured passes per configuration (fastest kept)")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="small", help="the model's width and depth")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: one configuration as JSON, in a subprocess
     return p
@@ -124,7 +135,7 @@ def main() -> None:
         for length in args.lengths:
             for fused in (False, True):
                 one = dict(tied=head == "tied", length=length, fused=fused, rows=args.rows, prompt=args.prompt,
-                           repeats=args.repeats)
+                           repeats=args.repeats, shape=args.shape)
                 out = subprocess.run([sys.executable, __file__, "--one", json.dumps(one)], env=env, check=True,
                                      capture_output=True, text=True).stdout
                 results.append(json.loads(out.strip().splitlines()[-1]))

@@ -140,6 +140,8 @@ def train(cfg: Config) -> Path:
         if changed:
             logger.print(f"warning: the config differs from the checkpoint's: {'; '.join(changed)}")
         logger.print(f"resumed from {resume_from} at step {start_step}")
+    elif cfg.rollout.placement == "servers":
+        engine.load_weights(learner.policy_weights())  # a server already running may hold another run's weights
     # Rows after the resumed step (all rows, on a fresh start) are from an attempt that was cut short.
     logger.truncate_after(start_step if resume_from is not None else -1)
     if resume_from is None and eval_problems:

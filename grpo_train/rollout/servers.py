@@ -94,14 +94,14 @@ class ServerEngine:
         self.timeout_s = timeout_s
         self.processes = list(processes)  # the servers this run started (none for urls)
         self.transfers: list | None = None  # one trainer-side transfer engine per server, from the first push
-        self.requests = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rollout-request")
+        self.threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rollout-request")
         atexit.register(self.close)  # an exception ends the run without reaching close(): the servers go too
 
     def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
         """spec.n completions per prompt, prompt-major; prompt i goes to server i mod count, seeded as in VLLMEngine."""
         for url in self.urls:  # a batch's output depends on (weights, prompts, spec), not on earlier batches
             _call("POST", url, "/reset_prefix_cache", self.timeout_s, "emptying the prefix cache")
-        futures = [self.requests.submit(self._generate_one, self.urls[i % len(self.urls)], ids, spec,
+        futures = [self.threads.submit(self._generate_one, self.urls[i % len(self.urls)], ids, spec,
                                         rollout_seed(spec.seed, i)) for i, ids in enumerate(prompt_token_ids)]
         rollouts = []
         for i, future in enumerate(futures):
@@ -156,7 +156,7 @@ class ServerEngine:
                 with contextlib.suppress(ServerError):  # best effort: the run is ending
                     _call("POST", url, "/shutdown_weight_transfer_engine", 30.0, "releasing the weight transfer")
         self.transfers = None
-        self.requests.shutdown(wait=False, cancel_futures=True)
+        self.threads.shutdown(wait=False, cancel_futures=True)
         stop_servers(self.processes)
 
 
@@ -196,14 +196,12 @@ def server_command(cfg: Config, model_path: str, port: int, seed: int, on_gpu: b
                    host: str = "127.0.0.1") -> list[str]:
     """`vllm serve` with the colocated engine's settings (llm_args), the generate and weight-transfer routes, and no
     model-supplied sampling defaults; environment: VLLM_SERVER_DEV_MODE=1 (server_env)."""
-    from grpo_train.rollout.transfer import transfer_backend
-
     r = cfg.rollout
     args = llm_args(model_path, dtype=cfg.model.dtype, max_model_len=cfg.model.max_model_len, seed=seed,
                     cpu_kvcache_gb=r.cpu_kvcache_gb, gpu_memory_utilization=SERVER_GPU_MEMORY_UTILIZATION,
                     tensor_parallel_size=r.tensor_parallel_size, enable_sleep_mode=False, on_gpu=on_gpu, world_size=1)
     del args["model"], args["use_tqdm_on_load"]  # the positional argument; an LLM() option
-    backend = transfer_backend()
+    backend = "nccl" if on_gpu else "gloo"  # transfer.transfer_backend: the learner's side of the same choice
     cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model_path, "--host", host, "--port", str(port),
            "--enable-scale-out", "--generation-config", "vllm", "--disable-uvicorn-access-log",
            "--weight-transfer-config", json.dumps({"backend": backend})]

@@ -93,7 +93,7 @@ class ServerEngine:
         self.world_sizes = world_sizes  # each server's workers (its tensor-parallel size)
         self.timeout_s = timeout_s
         self.processes = list(processes)  # the servers this run started (none for urls)
-        self.transfers: list | None = None  # one trainer-side transfer engine per server, from the first push
+        self.transfers: list = []  # one trainer-side transfer engine per server, opened at the first push
         self.threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rollout-request")
         atexit.register(self.close)  # an exception ends the run without reaching close(): the servers go too
 
@@ -107,8 +107,7 @@ class ServerEngine:
         for i, future in enumerate(futures):
             for choice in sorted(future.result()["choices"], key=lambda c: c["index"]):
                 tokens = choice["token_ids"]
-                content = choice["logprobs"]["content"]
-                assert [c["token_id"] for c in content] == tokens, "a log-prob for each sampled token"
+                content = choice["logprobs"]["content"]  # one entry per sampled token: logprobs=0
                 rollouts.append(Rollout(prompt_index=i, prompt_token_ids=list(prompt_token_ids[i]),
                                         completion_token_ids=tokens, logprobs=[c["logprob"] for c in content],
                                         finish_reason=choice["finish_reason"],
@@ -128,21 +127,17 @@ class ServerEngine:
         if not hasattr(named_tensors, "metadata"):
             raise TypeError("ServerEngine.load_weights takes the learner's PolicyWeights (grpo_train/weights.py): "
                             "the transfer declares names, dtypes and shapes before the tensors")
-        try:
-            if self.transfers is None:
-                self.transfers = [open_transfer(url, size, rank=0, timeout_s=self.timeout_s)
-                                  for url, size in zip(self.urls, self.world_sizes, strict=True)]
-            source = LearnerSource(named_tensors, self.dtype)
-            for url, transfer in zip(self.urls, self.transfers, strict=True):
-                transfer.source = source
-                try:
-                    transfer.send_weights()
-                except TransferError:
-                    raise
-                except RuntimeError as err:  # the gloo group's deadline, or the server's side of it
-                    raise TransferError(f"rollout server {url}: weight transfer failed: {err}") from None
-        except TransferError as err:  # its message names the server
-            raise ServerError(str(err)) from None
+        source = LearnerSource(named_tensors, self.dtype)
+        for i, (url, size) in enumerate(zip(self.urls, self.world_sizes, strict=True)):
+            try:
+                if len(self.transfers) == i:  # the first push: the rendezvous with the server's workers
+                    self.transfers.append(open_transfer(url, size, rank=0, timeout_s=self.timeout_s))
+                self.transfers[i].source = source
+                self.transfers[i].send_weights()
+            except TransferError as err:  # an HTTP route failed or ran past its deadline; the message names it
+                raise ServerError(str(err)) from None
+            except RuntimeError as err:  # the gloo group's deadline, or the server's side of it
+                raise ServerError(f"rollout server {url}: weight transfer failed: {err}") from None
 
     def sleep(self) -> None:
         """Nothing to free: the servers have their own devices."""
@@ -150,12 +145,12 @@ class ServerEngine:
     def close(self) -> None:
         """Release the transfer groups (a server started elsewhere can take another trainer), stop the servers this
         run started. Idempotent."""
-        for url, transfer in zip(self.urls, self.transfers or [], strict=False):
+        for url, transfer in zip(self.urls, self.transfers, strict=False):
             transfer.shutdown()
             if not self.processes:
                 with contextlib.suppress(ServerError):  # best effort: the run is ending
                     _call("POST", url, "/shutdown_weight_transfer_engine", 30.0, "releasing the weight transfer")
-        self.transfers = None
+        self.transfers = []
         self.threads.shutdown(wait=False, cancel_futures=True)
         stop_servers(self.processes)
 

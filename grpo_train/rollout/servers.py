@@ -26,7 +26,10 @@ Servers the run starts (`start_servers`): one process group each, a child of the
 learner dies (prctl PR_SET_PDEATHSIG, also on kill -9), stopped by `close()` at the end of the run and by an atexit
 hook on an exception; their output goes to <run.output_dir>/rollout_server_<i>.log.
 
-Not built yet (issue 42, parts 2-5): several learner ranks (refused at start), one transfer group spanning all
+Several learner ranks (torchrun) share the servers: rank 0 starts them and sends the weights, every rank sends its
+own prompts (with several ranks the prefix cache is not emptied per batch: another rank's requests may be running).
+
+Not built yet (issue 42, parts 2-5): one transfer group spanning all
 servers (each server now gets its own, and the weights are gathered once per server), asynchronous rollouts over
 servers (/pause?mode=keep, /resume), a server lost mid-run (now: the run stops, naming it), the time accounting.
 """
@@ -87,8 +90,9 @@ class ServerEngine:
     """vLLM servers behind the `RolloutEngine` interface (module docstring)."""
 
     def __init__(self, urls: list[str], *, dtype: torch.dtype, world_sizes: list[int], timeout_s: float,
-                 processes: Iterable[subprocess.Popen] = ()) -> None:
+                 processes: Iterable[subprocess.Popen] = (), rank: int = 0, world: int = 1) -> None:
         self.urls = urls
+        self.rank, self.world = rank, world  # the learner's ranks: rank 0 sends the weights, every rank its prompts
         self.dtype = dtype  # the servers' weights: what the transfer sends
         self.world_sizes = world_sizes  # each server's workers (its tensor-parallel size)
         self.timeout_s = timeout_s
@@ -98,11 +102,13 @@ class ServerEngine:
         atexit.register(self.close)  # an exception ends the run without reaching close(): the servers go too
 
     def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
-        """spec.n completions per prompt, prompt-major; prompt i goes to server i mod count, seeded as in VLLMEngine."""
-        for url in self.urls:  # a batch's output depends on (weights, prompts, spec), not on earlier batches
-            _call("POST", url, "/reset_prefix_cache", self.timeout_s, "emptying the prefix cache")
-        futures = [self.threads.submit(self._generate_one, self.urls[i % len(self.urls)], ids, spec,
-                                        rollout_seed(spec.seed, i)) for i, ids in enumerate(prompt_token_ids)]
+        """spec.n completions per prompt, prompt-major, seeded as in VLLMEngine; this rank's prompt i goes to server
+        (i * ranks + rank) mod count, so that the ranks' prompts spread over the servers."""
+        if self.world == 1:  # a batch's output depends on (weights, prompts, spec), not on earlier batches
+            for url in self.urls:  # (with several ranks the others' requests may be running: the cache stays)
+                _call("POST", url, "/reset_prefix_cache", self.timeout_s, "emptying the prefix cache")
+        futures = [self.threads.submit(self._generate_one, self.urls[(i * self.world + self.rank) % len(self.urls)],
+                                       ids, spec, rollout_seed(spec.seed, i)) for i, ids in enumerate(prompt_token_ids)]
         rollouts = []
         for i, future in enumerate(futures):
             for choice in sorted(future.result()["choices"], key=lambda c: c["index"]):
@@ -121,7 +127,8 @@ class ServerEngine:
 
     def load_weights(self, named_tensors) -> None:
         """Push the learner's weights (grpo_train.weights.PolicyWeights: re-iterable, with `metadata()`) into every
-        server through vLLM's weight transfer (rollout/transfer.py); the servers keep running."""
+        server through vLLM's weight transfer (rollout/transfer.py); the servers keep running. Every rank calls it:
+        rank 0 sends, the others take their part in each ZeRO-3 gather."""
         from grpo_train.rollout.transfer import LearnerSource, TransferError, open_transfer
 
         if not hasattr(named_tensors, "metadata"):
@@ -131,7 +138,7 @@ class ServerEngine:
         for i, (url, size) in enumerate(zip(self.urls, self.world_sizes, strict=True)):
             try:
                 if len(self.transfers) == i:  # the first push: the rendezvous with the server's workers
-                    self.transfers.append(open_transfer(url, size, rank=0, timeout_s=self.timeout_s))
+                    self.transfers.append(open_transfer(url, size, rank=self.rank, timeout_s=self.timeout_s))
                 self.transfers[i].source = source
                 self.transfers[i].send_weights()
             except TransferError as err:  # an HTTP route failed or ran past its deadline; the message names it
@@ -147,7 +154,7 @@ class ServerEngine:
         run started. Idempotent."""
         for url, transfer in zip(self.urls, self.transfers, strict=False):
             transfer.shutdown()
-            if not self.processes:
+            if not self.processes and self.rank == 0:
                 with contextlib.suppress(ServerError):  # best effort: the run is ending
                     _call("POST", url, "/shutdown_weight_transfer_engine", 30.0, "releasing the weight transfer")
         self.transfers = []
@@ -160,12 +167,10 @@ class ServerEngine:
 
 
 def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
-    """The servers of cfg.rollout.servers, started (or found at their URLs) and checked."""
+    """The servers of cfg.rollout.servers, started (or found at their URLs) and checked. Several learner ranks share
+    them: rank 0 starts them and tells the others where they are; every rank sends its own prompts."""
     s = cfg.rollout.servers
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
-        raise ConfigError(f"rollout.placement: servers runs with one learner process for now ({world} ranks "
-                          "here): launch without torchrun, or use placement colocated")
+    rank, world = _rank_and_world()
     on_gpu = torch.cuda.is_available()
     if not s.urls and on_gpu and not s.devices:
         raise ConfigError("rollout.servers.devices: name the CUDA devices of the servers the run starts "
@@ -177,14 +182,33 @@ def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
     if s.urls:
         urls = [url.rstrip("/") for url in s.urls]
     else:
-        processes, urls = start_servers(cfg, model_path, seed, on_gpu)
+        started: tuple[list[str], str] = ([], "")  # (urls, rank 0's error), so that no rank waits for a failed start
+        if rank == 0:
+            try:
+                processes, urls = start_servers(cfg, model_path, seed, on_gpu)
+                started = (urls, "")
+            except (ServerError, ConfigError) as err:
+                started = ([], str(err))
+        if world > 1:
+            shared = [started]
+            torch.distributed.broadcast_object_list(shared, src=0)
+            started = shared[0]
+        urls, error = started
+        if error:
+            raise ServerError(error)
     try:
         world_sizes = [check_server(url, cfg, model_path, started=bool(processes)) for url in urls]
     except BaseException:
         stop_servers(processes)
         raise
     return ServerEngine(urls, dtype=getattr(torch, cfg.model.dtype), world_sizes=world_sizes,
-                        timeout_s=s.timeout_s, processes=processes)
+                        timeout_s=s.timeout_s, processes=processes, rank=rank, world=world)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
 
 
 def server_command(cfg: Config, model_path: str, port: int, seed: int, on_gpu: bool,

@@ -152,7 +152,7 @@ def test_deepspeed_builds_fused_adamw_from_our_gpu_optimizer_block(monkeypatch):
 def test_a_gpu_rollout_servers_command_parses_with_the_nccl_transfer():
     """placement servers on GPUs: `vllm serve` as servers.server_command builds it, read by vLLM's own parser."""
     from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from grpo_train.config import load_config
@@ -161,9 +161,7 @@ def test_a_gpu_rollout_servers_command_parses_with_the_nccl_transfer():
     cfg = load_config(None, ["rollout.placement=servers", "rollout.tensor_parallel_size=2", "model.dtype=bfloat16",
                              "model.max_model_len=4096"])
     cmd = server_command(cfg, "Qwen/Qwen2.5-Math-7B", 8000, 0, on_gpu=True)
-    parser = FlexibleArgumentParser()
-    ServeSubcommand().subparser_init(parser.add_subparsers())
-    args = parser.parse_args(cmd[3:])  # after `python -m vllm.entrypoints.cli.main`
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(cmd[3:])  # after `python -m SERVER_MODULE`
     engine = AsyncEngineArgs.from_cli_args(args)
     assert args.enable_scale_out and engine.generation_config == "vllm"
     assert engine.weight_transfer_config.backend == "nccl" and not engine.worker_extension_cls

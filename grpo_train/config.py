@@ -119,6 +119,7 @@ _CHOICES = {
     "data.template": ("chat", "fewshot", "raw"),
     "data.kind": ("auto", "gsm8k", "math", "none"),
     "rollout.engine": ("vllm", "hf"),
+    "rollout.placement": ("colocated", "servers"),
     "algorithm.advantage": ("grpo", "dr_grpo", "rloo", "none"),
     "algorithm.kl_estimator": ("k1", "k2", "k3"),
     "algorithm.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
@@ -189,6 +190,23 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
          "needs an off-policy correction for the tokens older weights sampled: algorithm.tis_cap >= 1, "
          "algorithm.seq_correction truncate or mask, or seq_correction auto (which picks tis_cap 2 unless "
          "rollout.top_p / top_k truncate the sampling)"),
+        # Rollout servers (grpo_train/rollout/servers.py): part 1 of issue 42 is the synchronous loop on vLLM servers.
+        ("rollout.placement", r.placement == "colocated" or r.engine == "vllm",
+         "servers needs rollout.engine vllm (the servers are vLLM's own)"),
+        ("rollout.placement", r.placement == "colocated" or r.max_staleness == 0,
+         "servers runs the synchronous loop only for now: set rollout.max_staleness 0 (asynchronous rollouts over "
+         "servers, with /pause keep around the weight transfer, are not built yet)"),
+        ("rollout.servers.count", r.servers.count >= 1, "must be >= 1"),
+        ("rollout.servers.urls", all(u.startswith(("http://", "https://")) for u in r.servers.urls),
+         "must be http://host:port addresses of running vLLM servers"),
+        ("rollout.servers.urls", len(set(r.servers.urls)) == len(r.servers.urls), "must not repeat a server"),
+        ("rollout.servers.devices", not r.servers.devices
+         or len(r.servers.devices) == r.servers.count * r.tensor_parallel_size,
+         "must hold rollout.servers.count * rollout.tensor_parallel_size CUDA device ids (one per server and "
+         "tensor-parallel rank), or be empty on CPU"),
+        ("rollout.servers.devices", not (r.servers.devices and r.servers.urls),
+         "applies to the servers the run starts: leave it empty with rollout.servers.urls"),
+        ("rollout.servers.timeout_s", r.servers.timeout_s > 0.0, "must be > 0"),
         ("reward.timeout_s", c.reward.timeout_s > 0.0, "must be > 0"),
         ("reward.num_workers", c.reward.num_workers >= 1, "must be >= 1"),
         ("reward.max_failure_fraction", 0.0 <= c.reward.max_failure_fraction <= 1.0, "must be in [0, 1]"),

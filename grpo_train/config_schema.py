@@ -102,6 +102,18 @@ class DataConfig:
 
 
 @dataclass
+class ServersConfig:
+    urls: list[str] = _f([], "vLLM servers already running (http://host:port), each started with the command in "
+                         "docs/gpu-and-clusters.md#rollout-servers; empty = the run starts `count` servers itself")
+    count: int = _f(1, "servers the run starts when urls is empty: one `vllm serve` process each, on this node, "
+                    "stopped when the run ends (also when it is killed)")
+    devices: list[int] = _f([], "CUDA device ids of the servers the run starts, tensor_parallel_size consecutive ids "
+                            "per server; the learner ranks must use other devices. Empty on CPU")
+    timeout_s: float = _f(600.0, "deadline of every request to a server and every wait on one (start-up, a batch of "
+                          "completions, a weight transfer); the error names the server")
+
+
+@dataclass
 class RolloutConfig:
     engine: str = _f("vllm", "vllm (vLLM in-process, CPU or CUDA) or hf (transformers.generate fallback)")
     temperature: float = _f(1.0, "sampling temperature")
@@ -113,6 +125,12 @@ class RolloutConfig:
     tensor_parallel_size: int = _f(1, "ranks per vLLM engine (tensor parallelism); must divide the number of ranks")
     enable_sleep_mode: bool = _f(True, "free vLLM's GPU memory during the update (ignored on CPU)")
     cpu_kvcache_gb: float = _f(1.0, "vLLM KV-cache size on CPU, in GiB")
+    placement: str = _f("colocated", "colocated: a vLLM engine inside every training process, asleep during the "
+                        "update; servers: the learner sends its prompts to vLLM servers (rollout.servers: started by "
+                        "the run, or running at URLs) and pushes its weights to them after every update "
+                        "(grpo_train/rollout/servers.py)")
+    servers: ServersConfig = field(default_factory=ServersConfig,
+                                   metadata={"doc": "the vLLM servers of placement servers"})
     max_staleness: int = _f(0, "k: the most weight versions a trained token may be behind the learner. 0: the "
                             "synchronous loop (a step generates and trains its own groups). k >= 1: asynchronous, "
                             "partial rollouts: (k + 1) x prompts_per_step groups stay in flight, a step trains the "

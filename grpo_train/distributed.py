@@ -24,7 +24,7 @@ def device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if on_gpu() else torch.device("cpu")
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -41,7 +41,7 @@ def init_distributed() -> tuple[int, int]:
 
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
+                          MASTER_PORT=str(free_port()))
     if not dist.is_initialized():
         if on_gpu():
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))

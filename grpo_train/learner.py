@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from grpo_train.distributed import (
 )
 from grpo_train.forward import compile_model, token_logprobs
 from grpo_train.ustat.sketch import ScoreSketch
-from grpo_train.weights import hf_weights
+from grpo_train.weights import PolicyWeights
 
 
 def fused_adam_problem() -> str | None:
@@ -357,10 +356,11 @@ class Learner:
     # What the trainer asks of the learner besides log-probs and updates: its weights for the rollout engine, its
     # checkpoints, and the score sketches of the last update for the U-statistic monitor
 
-    def policy_weights(self) -> Iterator[tuple[str, Tensor]]:
+    def policy_weights(self) -> PolicyWeights:
         """The policy's weights as (HF checkpoint name, full tensor), LoRA adapters merged: what the rollout engine
-        loads after each update. Collective under ZeRO-3: every rank must consume it."""
-        return hf_weights(self.module)
+        loads after each update (with their declaration, `metadata()`, for a rollout server's weight transfer).
+        Collective under ZeRO-3: every rank must consume each pass."""
+        return PolicyWeights(self.module)
 
     def save_checkpoint(self, run_dir: Path, step: int, trainer_state: dict, keep_last: int) -> Path:
         """Collective: this step's checkpoint (DeepSpeed state, an HF folder of the policy, `trainer_state` plus the

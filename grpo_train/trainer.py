@@ -3,7 +3,8 @@
     grpo-train --config configs/tiny-cpu.yaml                                  # one process
     torchrun --nproc_per_node 2 -m grpo_train --config configs/tiny-cpu.yaml   # two ranks (gloo on CPU)
 
-Each rank holds a colocated vLLM engine and a DeepSpeed learner. Per step:
+Each rank holds a colocated vLLM engine and a DeepSpeed learner (or, with rollout.placement servers, sends its prompts
+to vLLM servers and pushes its weights to them: grpo_train/rollout/servers.py). Per step:
 data -> rollout -> reward -> advantage -> old/ref logprobs -> update -> weight sync -> log -> eval -> checkpoint.
 Every rank rolls out its own share of the step's prompts (with rollout.tensor_parallel_size > 1 the ranks of one
 vLLM engine generate their prompts together and split the completions); a group's advantages need only its own
@@ -65,7 +66,9 @@ def train(cfg: Config) -> Path:
     if a.prompts_per_step % world:
         raise ConfigError(f"algorithm.prompts_per_step: {a.prompts_per_step} must be a multiple of the "
                           f"{world} ranks (each rank rolls out an equal share)")
-    engine_ranks = EngineRanks.of(rank, world, cfg.rollout.tensor_parallel_size)  # the ranks of this rank's engine
+    # The ranks of this rank's engine; a rollout server's tensor parallelism is inside the server.
+    engine_ranks = EngineRanks.of(rank, world, cfg.rollout.tensor_parallel_size
+                                  if cfg.rollout.placement == "colocated" else 1)
     run_dir, run_dir_note = prepare_run_dir(cfg) if rank == 0 else (Path(cfg.run.output_dir), None)
     check_shared_folder(run_dir, rank, world)  # collective: the other ranks use the folder once rank 0 has claimed it
     seed_everything(cfg.run.seed + rank)
@@ -95,7 +98,8 @@ def train(cfg: Config) -> Path:
     first_prompts = [(p.uid, renderer.text(p), len(renderer.token_ids(p))) for p in train_problems[:PROMPTS_SHOWN]]
 
     # ------------------------------------------------------------------------------------------------
-    # Learner (DeepSpeed), rollout engine (vLLM, colocated), verifier pool
+    # Learner (DeepSpeed), rollout engine (vLLM: colocated, or rollout servers with rollout.placement servers),
+    # verifier pool
     learner = Learner(cfg, model_path, total_optimizer_steps=cfg.run.steps * a.num_iterations * a.mini_batches)
     engine = make_engine(cfg, seed=cfg.run.seed + engine_ranks.index)
     verifier = VerifierPool(num_workers=cfg.reward.num_workers, timeout_s=cfg.reward.timeout_s,
@@ -137,6 +141,8 @@ def train(cfg: Config) -> Path:
         if changed:
             logger.print(f"warning: the config differs from the checkpoint's: {'; '.join(changed)}")
         logger.print(f"resumed from {resume_from} at step {start_step}")
+    elif cfg.rollout.placement == "servers":
+        engine.load_weights(learner.policy_weights())  # a server already running may hold another run's weights
     # Rows after the resumed step (all rows, on a fresh start) are from an attempt that was cut short.
     logger.truncate_after(start_step if resume_from is not None else -1)
     if resume_from is None and eval_problems:

@@ -1,10 +1,13 @@
 """The learner's model as (Hugging Face checkpoint name, full tensor) pairs: what the rollout engine loads after
 every update and what a checkpoint's hf/ folder holds.
 
-    engine.load_weights(learner.policy_weights())     # Learner.policy_weights is hf_weights(its module)
+    engine.load_weights(learner.policy_weights())     # Learner.policy_weights is PolicyWeights(its module)
 
-Walks a plain HF causal LM, a DeepSpeed engine's `.module` at any ZeRO stage (gathering ZeRO-3 shards one
-module at a time), or a peft LoRA model (adapters merged on the fly); never changes the learner's weights.
+`PolicyWeights` is that stream, re-iterable, with its declaration (`metadata`: every name, dtype and full shape,
+in order, without gathering anything), which a rollout server's weight transfer needs before the tensors
+(grpo_train/rollout/transfer.py). Walks a plain HF causal LM, a DeepSpeed engine's `.module` at any ZeRO stage
+(gathering ZeRO-3 shards one module at a time), or a peft LoRA model (adapters merged on the fly); never changes the
+learner's weights.
 """
 
 from __future__ import annotations
@@ -29,6 +32,42 @@ def hf_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     if isinstance(model, PeftModel):
         model = model.base_model.model  # PeftModel -> LoraModel -> the HF model with LoRA layers inside
     yield from _module_weights(model, prefix="")
+
+
+class PolicyWeights:
+    """The learner's weights as `hf_weights` yields them, iterable any number of times (each pass walks the model as
+    it is then), with `metadata()`: what a pass will yield, declared up front."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+        return hf_weights(self.model)
+
+    def metadata(self) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
+        """(name, dtype, full shape) of every tensor a pass yields, in its order; reads no data, so gathers nothing
+        under ZeRO-3 (a partitioned parameter keeps its full shape in `ds_shape`)."""
+        from peft import PeftModel
+
+        model = self.model.base_model.model if isinstance(self.model, PeftModel) else self.model
+        return list(_module_metadata(model, prefix=""))
+
+
+def _module_metadata(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.dtype, tuple[int, ...]]]:
+    from peft.tuners.lora import LoraLayer
+
+    if isinstance(module, LoraLayer):  # the base layer's tensors, the merged weight in the base weight's dtype
+        for name, param in module.get_base_layer().named_parameters(recurse=False):
+            yield prefix + name, param.dtype, _full_shape(param)
+        return
+    for name, param in module.named_parameters(recurse=False, remove_duplicate=False):
+        yield prefix + name, param.dtype, _full_shape(param)
+    for name, child in module.named_children():
+        yield from _module_metadata(child, f"{prefix}{name}.")
+
+
+def _full_shape(param: torch.nn.Parameter) -> tuple[int, ...]:
+    return tuple(param.ds_shape) if hasattr(param, "ds_shape") else tuple(param.shape)
 
 
 def _module_weights(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:

@@ -382,3 +382,29 @@ def test_max_staleness_needs_the_vllm_engine_and_an_off_policy_correction():
             load_config(None, ["rollout.max_staleness=1", *overrides])
     with pytest.raises(ConfigError, match="rollout.max_staleness: -1 must be >= 0"):
         load_config(None, ["rollout.max_staleness=-1"])
+
+
+def test_rollout_servers_are_configured_or_refused_naming_the_key():
+    """rollout.placement servers (grpo_train/rollout/servers.py): the keys parse, and what part 1 of issue 42 does not
+    run yet, or cannot run, is refused before anything loads."""
+    cfg = load_config(None, ["rollout.placement=servers", "rollout.servers.urls=[http://node7:8000]",
+                             "rollout.servers.timeout_s=30"])
+    assert (cfg.rollout.placement, cfg.rollout.servers.urls, cfg.rollout.servers.timeout_s) == (
+        "servers", ["http://node7:8000"], 30.0)
+    assert load_config(None, []).rollout.placement == "colocated"
+    for overrides, message in [
+        (["rollout.max_staleness=1"], "rollout.placement: 'servers' servers runs the synchronous loop only"),
+        (["rollout.engine=hf"], "rollout.placement: 'servers' servers needs rollout.engine vllm"),
+        (["rollout.servers.count=0"], "rollout.servers.count: 0 must be >= 1"),
+        (["rollout.servers.urls=[node7:8000]"], "rollout.servers.urls: .* must be http://host:port addresses"),
+        (["rollout.servers.urls=[http://a:1, http://a:1]"], "rollout.servers.urls: .* must not repeat a server"),
+        (["rollout.servers.count=2", "rollout.servers.devices=[4, 5, 6]"],
+         "rollout.servers.devices: .*servers.count \\* rollout.tensor_parallel_size CUDA device ids"),
+        (["rollout.servers.urls=[http://a:1]", "rollout.servers.devices=[4]"],
+         "rollout.servers.devices: .* leave it empty with rollout.servers.urls"),
+        (["rollout.servers.timeout_s=0"], "rollout.servers.timeout_s: 0.0 must be > 0"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_config(None, ["rollout.placement=servers", *overrides])
+    with pytest.raises(ConfigError, match="rollout.placement: 'server' is not one of colocated, servers"):
+        load_config(None, ["rollout.placement=server"])

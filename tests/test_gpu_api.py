@@ -147,3 +147,41 @@ def test_deepspeed_builds_fused_adamw_from_our_gpu_optimizer_block(monkeypatch):
     assert "FusedAdam" in configure and "adam_w_mode" in configure, "DeepSpeed no longer picks FusedAdam for AdamW"
     unknown = set(block["params"]) - _parameters(FusedAdam.__init__)
     assert not unknown, f"deepspeed.ops.adam.FusedAdam does not take {sorted(unknown)}"
+
+
+def test_a_gpu_rollout_servers_command_parses_with_the_nccl_transfer():
+    """placement servers on GPUs: `vllm serve` as servers.server_command builds it, read by vLLM's own parser."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from grpo_train.config import load_config
+    from grpo_train.rollout.servers import SERVER_GPU_MEMORY_UTILIZATION, server_command
+
+    cfg = load_config(None, ["rollout.placement=servers", "rollout.tensor_parallel_size=2", "model.dtype=bfloat16",
+                             "model.max_model_len=4096"])
+    cmd = server_command(cfg, "Qwen/Qwen2.5-Math-7B", 8000, 0, on_gpu=True)
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(cmd[3:])  # after `python -m SERVER_MODULE`
+    engine = AsyncEngineArgs.from_cli_args(args)
+    assert args.enable_scale_out and engine.generation_config == "vllm"
+    assert engine.weight_transfer_config.backend == "nccl" and not engine.worker_extension_cls
+    assert (engine.tensor_parallel_size, engine.gpu_memory_utilization, engine.enable_sleep_mode) == (
+        2, SERVER_GPU_MEMORY_UTILIZATION, False)
+    assert (engine.logprobs_mode, engine.dtype, engine.max_model_len) == ("processed_logprobs", "bfloat16", 4096)
+
+
+def test_the_nccl_weight_transfer_we_drive_and_subclass():
+    """rollout/transfer.py runs vLLM's NCCL trainer engine on GPUs and subclasses it (and the worker's) for gloo."""
+    from vllm.distributed.weight_transfer import nccl_engine
+    from vllm.distributed.weight_transfer.clients import HTTPVLLMWeightSyncClient
+
+    trainer = nccl_engine.NCCLTrainerWeightTransferEngine
+    assert {"client", "source", "is_sender", "packed"} <= _parameters(trainer.__init__)
+    assert callable(trainer.send_weights) and callable(trainer._broadcast) and callable(trainer._checked_iter)
+    assert {"master_address", "master_port", "world_size", "rank"} <= {
+        f.name for f in dataclasses.fields(nccl_engine.NCCLTrainerInitInfo)}
+    worker = nccl_engine.NCCLWeightTransferEngine
+    assert callable(worker.start_weight_update) and callable(worker.finish_weight_update)
+    assert {"master_address", "master_port", "rank_offset", "world_size"} <= {
+        f.name for f in dataclasses.fields(nccl_engine.NCCLWeightTransferInitInfo)}
+    assert {"path", "json"} <= _parameters(HTTPVLLMWeightSyncClient._post)

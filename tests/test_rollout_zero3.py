@@ -28,6 +28,7 @@ def test_zero3_gathers_module_by_module_and_pushes_correct_weights(tmp_path):
         assert r["stale_diff"] > 0.1  # the update moved the learner away from the engine's weights
         assert r["synced_diff"] < 1e-3 and r["synced_greedy"] and r["sampled_diff"] < 1e-3
         assert r["names_match"]  # HF checkpoint names with full, unsharded shapes, tied lm_head included
+        assert r["metadata_matches"]  # what the rollout servers' weight transfer declares before sending (ds_shape)
         # At most one module was gathered at a time: the peak is the largest single module (the
         # 49152 x 128 embedding = 6,291,456 elements), not the whole model (6,587,520).
         assert r["peak_gathered"] == r["largest_module"] == 49152 * 128 < r["total"]

@@ -6,13 +6,18 @@
   `RolloutEngine` / `StreamingEngine` interfaces, request seeds, and `EngineRanks` (tensor-parallel engines)
 - engines.py: the engines (`VLLMEngine`, in-process vLLM, colocated with the learner; `HFEngine`, transformers'
   generate as a fallback and a reference) and `make_engine`; placement, memory and reproducibility in its docstring
+- settings.py: what vLLM is given (`llm_args`, `sampling_fields`), shared by the colocated engine and the servers
+- servers.py: `ServerEngine`, the same interface over vLLM servers (`vllm serve`, rollout.placement servers): started
+  by the run or at URLs, checked at start, stopped with the run
+- transfer.py: the learner's weights into the servers after every update through vLLM's weight-transfer engines (NCCL
+  on GPUs, a gloo backend registered with vLLM's factory on CPU); imported only with placement servers
 - pool.py: groups in flight across steps for asynchronous GRPO (`rollout.max_staleness` >= 1): bounded staleness
   and partial rollouts on a streaming engine
 
-vLLM is imported only inside the vLLM engine's methods.
+vLLM is imported only inside the vLLM engine's methods, and by transfer.py (loaded only for rollout servers).
 """
 
-from grpo_train.rollout.engines import HFEngine, VLLMEngine, llm_args, make_engine, sampling_params
+from grpo_train.rollout.engines import HFEngine, VLLMEngine, make_engine, sampling_params
 from grpo_train.rollout.pool import Phase, RolloutPool, staleness
 from grpo_train.rollout.records import (
     EngineRanks,
@@ -24,9 +29,10 @@ from grpo_train.rollout.records import (
     StreamRequest,
     rollout_seed,
 )
+from grpo_train.rollout.settings import llm_args, sampling_fields
 
 __all__ = [
     "EngineRanks", "HFEngine", "Phase", "Rollout", "RolloutEngine", "RolloutPool", "SamplingSpec", "StreamDelta",
-    "StreamRequest", "StreamingEngine", "VLLMEngine", "llm_args", "make_engine", "rollout_seed", "sampling_params",
-    "staleness",
+    "StreamRequest", "StreamingEngine", "VLLMEngine", "llm_args", "make_engine", "rollout_seed", "sampling_fields",
+    "sampling_params", "staleness",
 ]

@@ -61,43 +61,18 @@ from grpo_train.rollout.records import (
     StreamRequest,
     rollout_seed,
 )
+from grpo_train.rollout.settings import llm_args, sampling_fields
 
 # ----------------------------------------------------------------------------------------------------
 # vLLM engine
 
 
-def llm_args(model_path: str, *, dtype: str, max_model_len: int, seed: int, cpu_kvcache_gb: float,
-             gpu_memory_utilization: float, tensor_parallel_size: int, enable_sleep_mode: bool, on_gpu: bool,
-             world_size: int) -> dict:
-    """The keyword arguments of `vllm.LLM` for a colocated engine; tests/test_gpu_api.py checks the GPU set
-    against the installed vLLM's EngineArgs."""
-    args = dict(model=model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
-                tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs",
-                use_tqdm_on_load=False)  # a progress bar per engine start; the run's log has no use for it
-    if world_size > 1:
-        args["distributed_executor_backend"] = "external_launcher"  # one engine per torchrun rank (SPMD)
-    if on_gpu:
-        args.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=enable_sleep_mode)
-    else:
-        # The same bytes VLLM_CPU_KVCACHE_SPACE would set, but fractional GiB are allowed.
-        # Eager: on CPU torch.compile added ~2 min of start-up and was slower for these small models.
-        # No chunked prefill: per-request seeds crash it on CPU (module docstring).
-        # Blocks of 32 tokens instead of the CPU default 128: the prefix cache reuses whole blocks only,
-        # and a few-shot prompt's shared part (~240 tokens in the demo) then is 7/8 cached, not 1/2;
-        # this halved the demo's 200-problem eval prefill (12 s -> 6 s, bf16) at equal decode speed.
-        args.update(kv_cache_memory_bytes=int(cpu_kvcache_gb * 2**30), enforce_eager=True, block_size=32,
-                    enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 4096))
-    return args
-
-
 def sampling_params(spec: SamplingSpec, seed: int, **extra):
-    """vLLM's SamplingParams for `spec` with the sampled tokens' log-probs; `seed` is the request's (none when
-    greedy); `extra`: further SamplingParams fields (the request-level API's DELTA outputs)."""
+    """vLLM's SamplingParams for `spec` (sampling_fields); `extra`: further SamplingParams fields (the request-level
+    API's DELTA outputs)."""
     from vllm import SamplingParams
 
-    return SamplingParams(n=spec.n, temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                          max_tokens=spec.max_tokens, stop=list(spec.stop), logprobs=0,
-                          seed=seed if spec.temperature > 0 else None, **extra)
+    return SamplingParams(**sampling_fields(spec, seed), **extra)
 
 
 class VLLMEngine:
@@ -381,7 +356,12 @@ class _SampledTokenLogprobs:
 
 
 def make_engine(cfg: Config, seed: int) -> RolloutEngine:
-    """The engine named by cfg.rollout.engine, loaded from cfg.model (its initial weights)."""
+    """The engine named by cfg.rollout.engine, loaded from cfg.model (its initial weights); with rollout.placement
+    servers, the vLLM servers' engine (rollout/servers.py)."""
+    if cfg.rollout.placement == "servers":
+        from grpo_train.rollout.servers import make_server_engine
+
+        return make_server_engine(cfg, seed)
     path = resolve_model(cfg.model.name_or_path)
     if cfg.rollout.engine == "hf":
         return HFEngine(path, dtype=cfg.model.dtype, device="cuda" if torch.cuda.is_available() else "cpu")

@@ -18,7 +18,7 @@ from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
 
 from grpo_train.models import resolve_model
 from grpo_train.rollout import SamplingSpec, VLLMEngine
-from grpo_train.weights import hf_weights
+from grpo_train.weights import PolicyWeights, hf_weights
 
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880]]
 
@@ -105,10 +105,13 @@ def main(out_dir: Path) -> None:
     ds.empty_partition_cache()  # the checks' forward passes leave parameters gathered for reuse; release them
     peaks: list[int] = []
     pushed: dict[str, tuple[int, ...]] = {}
+    declared = PolicyWeights(ds.module).metadata()  # what a rollout server's transfer declares first; gathers nothing
+    yielded = []
 
     def recorded(weights):
         for name, tensor in weights:
             pushed[name] = tuple(tensor.shape)
+            yielded.append((name, tensor.dtype, tuple(tensor.shape)))
             yield name, tensor
 
     engine.load_weights(recorded(watch_gathered(hf_weights(ds.module), params, peaks)))
@@ -127,6 +130,7 @@ def main(out_dir: Path) -> None:
         "synced_greedy": synced_greedy,
         "sampled_diff": sampled_diff,
         "names_match": pushed == hf_shapes,  # HF names, full (not sharded) shapes, tied lm_head included
+        "metadata_matches": declared == yielded,  # PolicyWeights.metadata() under ZeRO-3: ds_shape, in order
         "peak_gathered": max(peaks),
         "largest_module": max(sum(p.ds_numel for p in m.parameters(recurse=False)) for m in ds.module.modules()),
         "total": sum(p.ds_numel for p in params),

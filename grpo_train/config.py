@@ -3,23 +3,18 @@
 A YAML file holds only what differs from the defaults (the typed tree in grpo_train/config_schema.py, whose names
 are re-exported here). Every field carries a one-line doc, printed by `grpo-train --config F --explain`. Unknown
 keys, wrong types and out-of-range values are errors that name the key path and where it was set (the file, or
-the command-line override).
+the command-line override). Reading the YAML and the overrides into the typed tree: grpo_train/config_yaml.py.
 
     cfg = load_config("configs/tiny-cpu.yaml", ["algorithm.group_size=4", "run.seed=1"])
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from grpo_train.config_aliases import ALIASES, Alias, did_you_mean, suggest_keys
+from grpo_train.config_aliases import ALIASES, Alias, suggest_keys
 from grpo_train.config_schema import (
     PRESETS,
     SYNTHETIC_CATEGORIES,
@@ -45,6 +40,7 @@ from grpo_train.config_schema import (
     to_yaml,
     ustat_monitor_on,
 )
+from grpo_train.config_yaml import Origin, build, leaf_keys, read_tree, set_dotted
 from grpo_train.rewards.user_code import function_problems, template_problems
 
 __all__ = [  # the schema's names, so that callers import everything config-related from here
@@ -56,13 +52,6 @@ __all__ = [  # the schema's names, so that callers import everything config-rela
     "resolve_auto_precision", "resolve_seq_correction", "native_bf16", "cpu_has_native_bf16", "auto_precision",
     "truncated_sampling", "TRUNCATED_SAMPLING_REASON", "Alias", "ALIASES", "suggest_keys",
 ]
-
-
-def _group_size_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:
-    """algorithm.group_size: auto -> group_size_auto: true (G itself starts at its default)."""
-    if values.get("group_size") != "auto":
-        return values
-    return {**{k: v for k, v in values.items() if k != "group_size"}, "group_size_auto": True}
 
 
 def _ustat_problems(c: Config) -> list[tuple[str, str]]:
@@ -268,29 +257,6 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
     ]
 
 
-@dataclass(frozen=True)
-class Origin:
-    """Where the config's values came from, so that an error names the file or the command-line override."""
-
-    file: str = "<defaults>"
-    overrides: tuple[tuple[str, str], ...] = ()  # (dotted key, the override text that set it)
-
-    def of(self, key: str, problem: str = "") -> str:
-        """The overrides that set `key` (or a section holding it, or a key under it) or a key the problem names
-        ("must divide algorithm.prompts_per_step * ..."), else the file."""
-        keys = [key, *_NAMED_KEY.findall(problem)]
-        texts = [text for set_key, text in self.overrides
-                 if any(k == set_key or k.startswith((set_key + ".", set_key + "["))
-                        or set_key.startswith(k + ".") for k in keys)]
-        return f"{self.file} (override {', '.join(map(repr, dict.fromkeys(texts)))})" if texts else self.file
-
-    def error(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.of(key, problem)}: {key}: {problem}")
-
-
-_NAMED_KEY = re.compile(r"\b(?:model|data|rollout|reward|algorithm|learner|run|ustat)\.\w+")
-
-
 def validate(cfg: Config, origin: Origin | str = "<config>") -> None:
     """Raise ConfigError naming the first key whose value is out of range, and where it was set (for a check of
     several keys, the overrides of any key its message names)."""
@@ -385,142 +351,11 @@ def _reward_problems(r: RewardConfig) -> list[tuple[str, str]]:
     return problems
 
 
-def _unknown_key(key: str, value: Any, known: list[str], origin: Origin) -> ConfigError:
-    """The error for an unknown key, with the keys it may have meant. Under an unknown section each leaf gets its
-    own (`actor_rollout_ref.rollout.n=8` arrives as actor_rollout_ref: {rollout: {n: 8}})."""
-    paths = [f"{key}.{leaf}" for leaf in _leaf_keys(value)] if isinstance(value, dict) and value else [key]
-    hints = [(path, suggested) for path in paths if (suggested := suggest_keys(path))]
-    if len(hints) == 1:
-        key, problem = hints[0][0], did_you_mean(*hints[0])
-    else:
-        problem = "; ".join(f"{path}: {did_you_mean(path, suggested)}" for path, suggested in hints[:4])
-    problem = f": {problem}" if problem else ""
-    return ConfigError(f"{origin.of(key)}: unknown key {key!r}{problem} (known: {', '.join(sorted(known))})")
-
-
-# ----------------------------------------------------------------------------------------------------
-# Building dataclasses from plain YAML values, with the key path in every error
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _convert(value: Any, tp: Any, key: str, origin: Origin, doc: str = "") -> Any:
-    """Check `value` (as YAML or an override produced it) against the annotation `tp`; `doc` is the field's."""
-    source = origin.of(key)
-    kind = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key}: expected a mapping of {tp.__name__} fields, got {value!r}")
-        return _build(tp, value, key, origin)
-    if kind is list:
-        (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"{source}: {key}: expected a list, got {value!r}")
-        return [_convert(v, item_tp, f"{key}[{i}]", origin, doc) for i, v in enumerate(value)]
-    if kind is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is Any:
-        return value
-    scalar = _convert_scalar(value, tp)
-    if scalar is not None:
-        return scalar
-    # YAML reads yes/no/on/off/true/false as booleans: `run.resume=yes` arrives as True.
-    hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the word" if isinstance(value, bool) else ""
-    allowed = f" ({doc})" if doc else ""
-    raise ConfigError(f"{source}: {key}: expected {_type_name(tp)}{allowed}, got {value!r} "
-                      f"({type(value).__name__}{hint})")
-
-
-_FLOAT_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def _convert_scalar(value: Any, tp: Any) -> Any:
-    """`value` as a bool/int/float/str field holds it, or None when it does not fit `tp`."""
-    if tp is bool and isinstance(value, bool):
-        return value
-    if tp is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
-        return float(value)  # PyYAML reads `1e-5` (no dot) as a string
-    if tp is str and isinstance(value, str):
-        return value
-    return None
-
-
-def _build(cls: type, values: dict[str, Any], prefix: str, origin: Origin) -> Any:
-    hints = typing.get_type_hints(cls)
-    docs = {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
-    values = _group_size_auto_yaml(values) if cls is AlgorithmConfig else values
-    kwargs = {}
-    for name, value in values.items():
-        key = f"{prefix}.{name}" if prefix else str(name)
-        if name not in docs:
-            raise _unknown_key(key, value, list(docs), origin)
-        kwargs[name] = _convert(value, hints[name], key, origin, docs[name])
-    return cls(**kwargs)
-
-
-def _parse_override(text: str) -> tuple[str, Any]:
-    """`a.b=3` -> ("a.b", 3). The value is parsed as a YAML scalar/flow value (3, 0.1, true, [a, b])."""
-    if "=" not in text:
-        raise ConfigError(f"override {text!r}: expected key=value, e.g. algorithm.group_size=8")
-    key, raw = text.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        raise ConfigError(f"override {text!r}: value is not valid YAML: {err}") from None
-    return key.strip(), value
-
-
-def _set_dotted(tree: dict[str, Any], key: str, value: Any, source: str) -> None:
-    parts = key.split(".")
-    node = tree
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"{source}: {key}: {part!r} is not a section")
-        node = child
-    node[parts[-1]] = value
-
-
-def read_tree(path: str | Path | None, overrides: list[str] | None = None) -> tuple[dict[str, Any], Origin]:
-    """The YAML file (safe loading) with the `key=value` overrides applied, as a plain tree, and where each key
-    was set."""
-    tree: dict[str, Any] = {}
-    source = "<defaults>"
-    if path is not None:
-        source = str(path)
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"{source}: config file not found")
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{source}: malformed YAML: {err}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(loaded).__name__}")
-        tree = loaded
-    set_by_overrides = []
-    for text in overrides or []:
-        key, value = _parse_override(text)
-        _set_dotted(tree, key, value, f"{source} (override {text!r})")
-        set_by_overrides.append((key, text))
-    return tree, Origin(source, tuple(set_by_overrides))
-
-
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
     """Read a YAML config (safe loading), apply `key=value` overrides and the preset, check types and ranges."""
     tree, origin = read_tree(path, overrides)
     apply_preset(tree, origin)
-    cfg = resolve_seq_correction(resolve_auto_precision(_build(Config, tree, "", origin)))
+    cfg = resolve_seq_correction(resolve_auto_precision(build(Config, tree, "", origin)))
     if not cfg.run.output_dir:
         cfg.run.output_dir = f"runs/{Path(path).stem if path is not None else 'default'}"
     validate(cfg, origin)
@@ -531,21 +366,14 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
 # Presets: a published recipe's coupled keys, under the keys the user set
 
 
-def _leaf_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:
-    keys = []
-    for name, value in tree.items():
-        key = f"{prefix}{name}"
-        keys += _leaf_keys(value, key + ".") if isinstance(value, dict) else [key]
-    return keys
-
-
-def apply_preset(tree: dict[str, Any], origin: Origin = Origin()) -> tuple[list[str], list[str]]:
+def apply_preset(tree: dict[str, Any], origin: Origin | None = None) -> tuple[list[str], list[str]]:
     """Set, in the plain tree, the keys of `algorithm.preset` that the tree does not set itself.
 
     Returns (keys taken from the preset, the preset's keys the tree set explicitly and keeps), both empty without
     a preset. The resolved config (saved as the run's config.yaml) then holds every value, so a saved config
     reloads to the same run whatever the preset table says later.
     """
+    origin = origin or Origin()
     algorithm = tree.get("algorithm")
     name = algorithm.get("preset", "") if isinstance(algorithm, dict) else ""
     if not name:
@@ -553,10 +381,10 @@ def apply_preset(tree: dict[str, Any], origin: Origin = Origin()) -> tuple[list[
     if name not in PRESETS:
         raise ConfigError(f"{origin.of('algorithm.preset')}: algorithm.preset: {name!r} is not one of "
                           f"{', '.join(PRESETS)}")
-    explicit = set(_leaf_keys(tree))
+    explicit = set(leaf_keys(tree))
     taken = [key for key in PRESETS[name] if key not in explicit]
     for key in taken:
-        _set_dotted(tree, key, PRESETS[name][key], origin.file)
+        set_dotted(tree, key, PRESETS[name][key], origin.file)
     return taken, [key for key in PRESETS[name] if key in explicit]
 
 

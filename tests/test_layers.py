@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "grpo_train"
 
 LAYERS = {
     # 0: the config and what validating it needs
-    "config": 0, "config_schema": 0, "config_aliases": 0, "rewards.user_code": 0,
+    "config": 0, "config_schema": 0, "config_aliases": 0, "config_yaml": 0, "rewards.user_code": 0,
     # 1: pure pieces: problems, prompts, models, the verifier and rewards, loss math, estimators, files on disk
     "data": 1, "synthetic": 1, "prompts": 1, "models": 1, "memory": 1, "metrics": 1, "plot": 1, "algorithms": 1,
     "verifier": 1, "verifier.api": 1, "verifier.text": 1, "verifier.extract": 1, "verifier.hedge": 1,

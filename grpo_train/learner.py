@@ -223,8 +223,10 @@ def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tenso
     """(sum of the behaviour weights, token count) of the tokens 0 .. buckets - 1 versions old. weight: [B, T] or
     [B, 1] from `algorithms.mismatch_weights` (None, no correction: 1); staleness [B, T] long; mask [B, T]."""
     weight = torch.ones_like(mask) if weight is None else weight.expand_as(mask)
-    ages = staleness.to(mask.device)
-    return [(float((weight * mask * (ages == n)).sum()), float((mask * (ages == n)).sum())) for n in range(buckets)]
+    ages = staleness.to(mask.device).flatten()
+    sums = torch.bincount(ages, weights=(weight * mask).flatten().double(), minlength=buckets)[:buckets]
+    counts = torch.bincount(ages, weights=mask.flatten().double(), minlength=buckets)[:buckets]
+    return list(zip(sums.tolist(), counts.tolist(), strict=True))  # one transfer each, not one per bucket
 
 
 def clip_range(a: AlgorithmConfig) -> tuple[float, float]:

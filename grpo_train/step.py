@@ -107,11 +107,16 @@ def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler,
     keeps its share of the groups due, scored like `roll_out_and_score`'s round. Returns the round, the phase and
     the seconds spent scoring."""
     for batch in range(pool.free_slots(step) // pool.groups_per_step):
-        engine_problems = tools.engine_ranks.prompts(sampler.next_batch(prompts_per_step))
-        prompt_ids = [tools.renderer.check_length(p, tools.max_prompt_tokens) for p in engine_problems]
-        pool.admit(engine_problems, prompt_ids, step, seed=rollout_seed(run_seed, step, tools.engine_ranks.index,
-                                                                        batch))
+        admit(tools, pool, tools.engine_ranks.prompts(sampler.next_batch(prompts_per_step)), step,
+              rollout_seed(run_seed, step, tools.engine_ranks.index, batch))
     return run_pool(tools, pool, step)
+
+
+def admit(tools: RolloutTools, pool: RolloutPool, problems: list[Problem], step: int, seed: int,
+          due_now: bool = False) -> None:
+    """This engine's `problems` into the pool at `step` (their prompts checked against the length limit)."""
+    prompt_ids = [tools.renderer.check_length(p, tools.max_prompt_tokens) for p in problems]
+    pool.admit(problems, prompt_ids, step, seed=seed, due_now=due_now)
 
 
 def run_pool(tools: RolloutTools, pool: RolloutPool, step: int) -> tuple[Round, Phase, float]:
@@ -148,9 +153,8 @@ def pooled_extra_round(tools: RolloutTools, pool: RolloutPool, phase: Phase, sam
     more = tools.engine_ranks.prompts(sampler.next_batch(prompts_per_step))
     if not needed:
         return None
-    prompt_ids = [tools.renderer.check_length(p, tools.max_prompt_tokens) for p in more]
-    pool.admit(more, prompt_ids, step, seed=rollout_seed(run_seed, step, tools.engine_ranks.index,
-                                                         pool.max_staleness + k), due_now=True)
+    admit(tools, pool, more, step, rollout_seed(run_seed, step, tools.engine_ranks.index, pool.max_staleness + k),
+          due_now=True)
     scored, extra, _ = run_pool(tools, pool, step)
     phase.add(extra)
     return scored

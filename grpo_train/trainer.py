@@ -36,7 +36,7 @@ from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.pool import VerifierPool
-from grpo_train.rollout import EngineRanks, RolloutPool, SamplingSpec, make_engine, rollout_seed
+from grpo_train.rollout import EngineRanks, RolloutPool, SamplingSpec, make_engine, rollout_seed, token_staleness
 from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.step import (
     FailureReports,
@@ -208,8 +208,7 @@ def train(cfg: Config) -> Path:
                                   [r.completion_token_ids for r in trained.rollouts],
                                   [r.logprobs for r in trained.rollouts], advantages, pad_id=tokenizer.pad_token_id,
                                   truncated=[r.truncated for r in trained.rollouts],
-                                  staleness=None if pool is None else [[step - 1 - v for v in r.versions]
-                                                                       for r in trained.rollouts])
+                                  staleness=None if pool is None else token_staleness(trained.rollouts, step - 1))
         if sampled is not None and sampled.placeholder:
             batch.completion_mask.zero_()  # no mixed group on this rank: nothing to learn, nothing to count
         if needs_old_logp:

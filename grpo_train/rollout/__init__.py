@@ -18,7 +18,7 @@ vLLM is imported only inside the vLLM engine's methods, and by transfer.py (load
 """
 
 from grpo_train.rollout.engines import HFEngine, VLLMEngine, make_engine, sampling_params
-from grpo_train.rollout.pool import Phase, RolloutPool, staleness
+from grpo_train.rollout.pool import Phase, RolloutPool, staleness, token_staleness
 from grpo_train.rollout.records import (
     EngineRanks,
     Rollout,
@@ -34,5 +34,5 @@ from grpo_train.rollout.settings import llm_args, sampling_fields
 __all__ = [
     "EngineRanks", "HFEngine", "Phase", "Rollout", "RolloutEngine", "RolloutPool", "SamplingSpec", "StreamDelta",
     "StreamRequest", "StreamingEngine", "VLLMEngine", "llm_args", "make_engine", "rollout_seed", "sampling_fields",
-    "sampling_params", "staleness",
+    "sampling_params", "staleness", "token_staleness",
 ]

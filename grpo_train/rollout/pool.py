@@ -214,7 +214,12 @@ class RolloutPool:
                        for g in state["groups"]]
 
 
-def staleness(rollouts: list[Rollout], version: int) -> list[int]:
-    """Per token of `rollouts` (flattened): how many weight versions before `version` (the learner's, before this
+def token_staleness(rollouts: list[Rollout], version: int) -> list[list[int]]:
+    """Per completion of `rollouts`, per token: how many weight versions before `version` (the learner's, before this
     step's update) it was sampled at."""
-    return [version - v for r in rollouts for v in r.versions]
+    return [[version - v for v in r.versions] for r in rollouts]
+
+
+def staleness(rollouts: list[Rollout], version: int) -> list[int]:
+    """`token_staleness`, flattened over the completions."""
+    return [age for ages in token_staleness(rollouts, version) for age in ages]

@@ -6,12 +6,12 @@ no DeepSpeed or process-group state of their own (compile_model changes the mode
 `grpo_train.learner`.
 
 Fused log-probs (`fused=True`; the learner's passes fuse where `fusing_pays`, their logits exceeding one chunk): the
-model runs as before (through the DeepSpeed engine and peft
-wrappers, so ZeRO-3's hooks gather every weight as they always did), but its output head is handed no rows: the
-final hidden states of the scored positions are taken from the head's input instead, and `head_token_logprobs`
-projects them onto the vocabulary a chunk of rows at a time, recomputing each chunk's logits in backward. No
-[n, C, V] tensor then exists, neither the logits nor their gradient. `fused=False` is the reference path: the
-model's [n, C, V] logits, then `algorithms.token_logprobs_from_logits`.
+model runs as before (through the DeepSpeed engine and peft wrappers, so ZeRO-3's hooks gather every weight as they
+always did), but for this one call its output head's forward is `head_token_logprobs` of the scored positions: the
+head's input projected onto the vocabulary a chunk of rows at a time, each chunk's logits recomputed in backward, all
+in one autograd node (`_ChunkedHead`). No [n, C, V] tensor then exists, neither the logits nor their gradient, and
+DeepSpeed sees one call of the head, as on the reference path. `fused=False` is the reference path: the model's
+[n, C, V] logits, then `algorithms.token_logprobs_from_logits`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
 from grpo_train import algorithms
 
@@ -70,9 +70,11 @@ def fusing_pays(model: torch.nn.Module, positions: int, device: torch.device) ->
     logits would be more than one of its chunks. Below that the reference path's whole logits are no larger than
     one fused chunk, while the fused path computes the head's matmul a second time in backward (14-18% more CPU time
     per token on a small model's update, docs/benchmarks.md#fused-log-probs). So the tiny and small models of the
-    tests and the demo keep the reference path, and Qwen2.5's 151,936-token head at long completions fuses."""
+    tests and the demo keep the reference path, and Qwen2.5's 151,936-token head at long completions fuses. A head
+    that is not a plain nn.Linear (an adapter on it) keeps the reference path."""
+    head = model.get_output_embeddings()
     elements = GPU_HEAD_CHUNK_ELEMENTS if device.type == "cuda" else HEAD_CHUNK_ELEMENTS
-    return positions * model.get_output_embeddings().out_features > elements
+    return type(head) is torch.nn.Linear and positions * head.out_features > elements
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
@@ -108,99 +110,112 @@ def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], toke
     logits [..., S, V] (reference). Returns (logp [...] fp32, entropy [...] or None, the model's output; fused, its
     `logits` are the log-probs).
 
-    Fused, hooks on the head turn its call into head_token_logprobs over the selected hidden states, inside the
-    model's forward: the log-probs are an output of the model, so a DeepSpeed engine around it sees their gradient
-    first, as it sees the logits' (its backward hooks on its outputs prepare the optimizer before any gradient is
-    accumulated). The model's logits must be its head's output (no soft-capping after it: Qwen2, Llama).
+    Fused, the head's forward is replaced for this call by head_token_logprobs over the selected hidden states,
+    inside the model's forward: the log-probs are the head's output and the model's, so DeepSpeed's hooks around the
+    head (gather before, release after, the same in backward) and around the model (its backward hooks on its
+    outputs prepare the optimizer before any gradient is accumulated) see them as they see the logits. The model's
+    logits must be its head's output (no soft-capping after it: Qwen2, Llama).
     """
     if not fused:
         out = model(**inputs)
         # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
         logp, entropy = algorithms.token_logprobs_from_logits(select(out.logits), tokens, temperature, with_entropy)
         return logp, entropy, out
-    scorer = _FusedHead(select, tokens, temperature, with_entropy)
     head = model.get_output_embeddings()
-    handles = [head.register_forward_pre_hook(scorer.take), head.register_forward_hook(scorer.score)]
+    scorer = _FusedHead(head, select, tokens, temperature, with_entropy)
+    head.forward = scorer  # this call of the head only (an instance attribute, deleted below)
     try:
         out = model(**inputs)
     finally:
-        for handle in handles:
-            handle.remove()
+        del head.forward
     return out.logits, scorer.entropy, out
 
 
 @dataclass
 class _FusedHead:
-    """The two hooks that turn one call of the output head into head_token_logprobs (see scored_call)."""
+    """The head's forward for one model call: head_token_logprobs of the selected positions of its input."""
 
+    head: torch.nn.Linear
     select: Callable[[Tensor], Tensor]
     tokens: Tensor  # [...]
     temperature: float
     with_entropy: bool
-    hidden: Tensor | None = None  # [..., S, h] the head's input
     entropy: Tensor | None = None  # [...]
-    busy: bool = False  # inside score(), where head_token_logprobs calls the head itself
 
-    def take(self, _head: torch.nn.Module, args: tuple) -> tuple | None:
-        """Before the head: keep its input, and hand it no positions to project."""
-        if self.busy:
-            return None
-        self.hidden = args[0]
-        return (args[0][..., :0, :], *args[1:])
-
-    def score(self, head: torch.nn.Module, _args: tuple, _output: Tensor) -> Tensor | None:
-        """After the head: its output becomes the log-probs of the selected positions."""
-        if self.busy:
-            return None
-        self.busy = True
-        try:
-            logp, self.entropy = head_token_logprobs(head, self.select(self.hidden), self.tokens, self.temperature,
-                                                     self.with_entropy)
-        finally:
-            self.busy, self.hidden = False, None
+    def __call__(self, hidden: Tensor) -> Tensor:
+        logp, self.entropy = head_token_logprobs(self.head, self.select(hidden), self.tokens, self.temperature,
+                                                 self.with_entropy)
         return logp
 
 
-def head_token_logprobs(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float,
+def head_token_logprobs(head: torch.nn.Linear, hidden: Tensor, tokens: Tensor, temperature: float,
                         with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
     """log softmax(head(hidden) / T)[token] (and the entropy), a chunk of rows at a time, forward and backward.
 
-    head: the model's output head (an nn.Linear, or what DeepSpeed / peft made of it; called as a module so their
-    hooks run); hidden: [..., h] final hidden states; tokens: [...] long. Returns (logp [...] fp32, entropy [...]
-    fp32 without gradient, or None), equal to algorithms.token_logprobs_from_logits(head(hidden), ...).
-    With gradients on, each chunk runs under non-reentrant activation checkpointing: its logits are dropped after
-    the forward and recomputed (the head called again, so ZeRO-3 gathers its weight again) when backward reaches
-    them; at most one chunk's logits and their gradient exist at a time. The price is one more head matmul.
+    head: the model's output head, an nn.Linear whose weight is there (under ZeRO-3: inside the head's own call,
+    where DeepSpeed's hooks gathered it); hidden: [..., h] final hidden states; tokens: [...] long. Returns
+    (logp [...] fp32, entropy [...] fp32 without gradient, or None), equal to
+    algorithms.token_logprobs_from_logits(head(hidden), ...). Backward recomputes each chunk's logits from the
+    saved hidden states and log-sum-exps: at most one chunk's logits and their gradient exist at a time, for one
+    more head matmul than the reference path.
     """
     flat, flat_tokens = hidden.reshape(-1, hidden.shape[-1]), tokens.reshape(-1)
-    elements = GPU_HEAD_CHUNK_ELEMENTS if hidden.device.type == "cuda" else HEAD_CHUNK_ELEMENTS
-    size = max(1, elements // head.out_features)
-    logps, entropies = [], []
-    for start in range(0, flat.shape[0], size):
-        args = (head, flat[start: start + size], flat_tokens[start: start + size], temperature, with_entropy, {})
-        if torch.is_grad_enabled():
-            logp, entropy = checkpoint(_head_chunk, *args, use_reentrant=False, preserve_rng_state=False)
-        else:
-            logp, entropy = _head_chunk(*args)
-        logps.append(logp)
-        entropies.append(entropy)
-    if not logps:  # no rows
-        empty = flat.new_zeros(0, dtype=torch.float32)
-        return empty.view(tokens.shape), empty.view(tokens.shape) if with_entropy else None
-    logp = torch.cat(logps).view(tokens.shape)
-    return logp, torch.cat(entropies).view(tokens.shape) if with_entropy else None
+    logp, entropy = _ChunkedHead.apply(flat, head.weight, head.bias, flat_tokens, float(temperature), with_entropy)
+    return logp.view(tokens.shape), entropy.view(tokens.shape) if with_entropy else None
 
 
-def _head_chunk(head: torch.nn.Module, hidden: Tensor, tokens: Tensor, temperature: float, with_entropy: bool,
-                seen: dict[str, Tensor]) -> tuple[Tensor, Tensor | None]:
-    """hidden [rows, h], tokens [rows] -> (logp [rows], entropy [rows] or None) through logits [rows, V].
+def _head_chunks(rows: int, vocab: int, device: torch.device) -> list[slice]:
+    elements = GPU_HEAD_CHUNK_ELEMENTS if device.type == "cuda" else HEAD_CHUNK_ELEMENTS
+    size = max(1, elements // vocab)
+    return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
 
-    The first call keeps the rows' log-sum-exp in `seen`; the recomputation in backward reuses it, so it redoes the
-    head's matmul only, not the log-sum-exp and entropy passes over [rows, V] (its outputs are not used).
+
+class _ChunkedHead(torch.autograd.Function):
+    """hidden [M, h], weight [V, h], bias [V] or None, tokens [M] -> (logp [M] fp32, entropy [M] fp32 or empty).
+
+    One autograd node for the whole head: DeepSpeed ZeRO-3 sees one call of the head module per pass, as on the
+    reference path, so the weight is gathered once in forward and once in backward whatever the number of chunks,
+    and every rank records the same module calls in its trace (which DeepSpeed checks across ranks).
     """
-    logp, entropy, seen["log_norm"] = algorithms.token_logprobs_and_log_norm(
-        head(hidden), tokens, temperature, with_entropy, seen.get("log_norm"))
-    return logp, entropy
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, tokens: Tensor, temperature: float,
+                with_entropy: bool) -> tuple[Tensor, Tensor]:
+        rows = hidden.shape[0]
+        logp = torch.empty(rows, dtype=torch.float32, device=hidden.device)
+        log_norm = torch.empty_like(logp)  # log-sum-exp of logits / T per row, reused in backward
+        entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
+        for chunk in _head_chunks(rows, weight.shape[0], hidden.device):
+            chunk_logp, chunk_entropy, log_norm[chunk] = algorithms.token_logprobs_and_log_norm(
+                F.linear(hidden[chunk], weight, bias), tokens[chunk], temperature, with_entropy)
+            logp[chunk] = chunk_logp
+            if with_entropy:
+                entropy[chunk] = chunk_entropy
+        ctx.save_for_backward(hidden, weight, bias, tokens, log_norm)
+        ctx.temperature = temperature
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp: Tensor, _grad_entropy: Tensor | None):
+        hidden, weight, bias, tokens, log_norm = ctx.saved_tensors
+        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
+        grad_hidden = torch.zeros_like(hidden) if need_hidden else None
+        grad_weight = torch.zeros_like(weight) if need_weight else None
+        grad_bias = torch.zeros_like(bias) if need_bias else None
+        for chunk in _head_chunks(hidden.shape[0], weight.shape[0], hidden.device):
+            with torch.enable_grad():
+                logits = F.linear(hidden[chunk], weight, bias).detach().requires_grad_()  # [rows, V]
+                chunk_logp = algorithms.token_logprobs_and_log_norm(
+                    logits, tokens[chunk], ctx.temperature, False, log_norm[chunk])[0]
+                (grad_logits,) = torch.autograd.grad(chunk_logp, logits, grad_logp[chunk])
+            if need_hidden:
+                grad_hidden[chunk] = grad_logits @ weight
+            if need_weight:
+                grad_weight.addmm_(grad_logits.t(), hidden[chunk])
+            if need_bias:
+                grad_bias += grad_logits.sum(0)
+        return grad_hidden, grad_weight, grad_bias, None, None, None
 
 
 @dataclass

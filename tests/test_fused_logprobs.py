@@ -150,24 +150,51 @@ def test_lora_fused_equals_reference_and_adapters_off(monkeypatch):
     torch.testing.assert_close(off * batch.completion_mask, reference * batch.completion_mask)
 
 
+def counted(monkeypatch, owner, name: str) -> list:
+    """Replaces owner.name by a wrapper that appends to the returned list at each call."""
+    calls, original = [], getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
 def test_zero3_learner_step_fused_equals_reference(tiny_path, monkeypatch):
-    """Through DeepSpeed ZeRO-3 (the head's weight gathered by its hooks in every chunk, again in backward)."""
+    """Through DeepSpeed ZeRO-3: the same step, and the head's weight gathered no more often than on the reference
+    path (once per pass in forward and once in backward), not once per chunk (one call of the head module per pass,
+    forward._ChunkedHead). Gathers are counted as DeepSpeed's releases of the weight (`partition`), each of which
+    follows one gather."""
     from tests.test_learner import make_cfg
 
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 5 * 49152)
+    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # 5 rows per chunk: several chunks per pass
+    chunk_calls, head_chunks = [], forward._head_chunks
+    monkeypatch.setattr(forward, "_head_chunks", lambda *a: chunk_calls.extend(head_chunks(*a)) or head_chunks(*a))
     batch = grouped_batch(seed=4)
     results = []
     for fused in (True, False):
         monkeypatch.setattr("grpo_train.learner.token_logprobs", functools.partial(token_logprobs, fused=fused))
         learner = Learner(make_cfg("learner.zero_stage=3", "learner.micro_batch_size=4", "learner.grad_clip=0"),
                           tiny_path, total_optimizer_steps=2)
+        weight = learner.engine.module.get_output_embeddings().weight
+        assert hasattr(weight, "ds_active_sub_modules")  # partitioned by ZeRO-3
+        releases = counted(monkeypatch, weight, "partition")
         before = learner.logprobs(batch)
+        gathers_logprobs, releases[:] = len(releases), []
+        chunk_calls.clear()
         stats = learner.update(batch)
-        results.append((stats["loss"], learner.logprobs(batch)))
+        gathers_update, chunks = len(releases), len(chunk_calls)
+        results.append((stats["loss"], learner.logprobs(batch), gathers_logprobs, gathers_update, chunks))
         assert (results[-1][1] - before).abs().max() > 1e-3  # the step moved the policy
-    (loss_fused, after_fused), (loss_reference, after_reference) = results
+    (loss_fused, after_fused, *gathers_fused, chunks), (loss_reference, after_reference, *gathers_reference, _) = (
+        results)
     assert loss_fused == pytest.approx(loss_reference, abs=1e-6)
     torch.testing.assert_close(after_fused, after_reference, atol=2e-5, rtol=1e-4)
+    assert chunks >= 6  # forward and recomputation of 2 micro-batches, several chunks each
+    # (the head called once per chunk, as before: [6, 25] against [3, 9], the weight gathered for every chunk)
+    assert gathers_fused == gathers_reference
 
 
 def test_the_learner_fuses_where_the_logits_would_exceed_one_chunk():

@@ -206,6 +206,9 @@ def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tm
     for case in DIST_CASES:
         ranks = [json.loads((tmp_path / f"{case}-rank{r}.json").read_text()) for r in range(2)]
         assert ranks[0] == ranks[1]  # every rank logs the same global values
+        chunks = [json.loads((tmp_path / f"{case}-chunks-rank{r}.json").read_text()) for r in range(2)]
+        if "stage3" in case:  # the fused head, a different number of chunks on each rank (one head call per pass)
+            assert chunks[0] > 0 and chunks[1] > 0 and chunks[0] != chunks[1], chunks
         cfg = case_cfg(case)
         one_rank = Learner(cfg, tiny_path, total_optimizer_steps=1)
         batch = full_batch(one_rank)
@@ -217,5 +220,6 @@ def test_two_ranks_log_the_global_loss_and_take_the_naive_gradient(tiny_path, tm
         assert_same_gradient(torch.load(tmp_path / f"{case}-grad.pt"), want)
 
 
-# ZeRO-3 gathers the weights in every pass: the budget case has the ranks form different numbers of micro-batches.
+# ZeRO-3 gathers the weights in every pass: the budget case has the ranks form different numbers of micro-batches,
+# and runs the fused head (the driver makes its chunks 2 rows) with a different number of chunks on each rank.
 DIST_CASES = ["gspo_stage1", "ppo_seq_mask_truncated_stage3_budget", "async_decoupled_k2_stage2"]

@@ -4,7 +4,8 @@ line. Driven by tests/test_learner_losses.py; by hand:
     .venv/bin/torchrun --standalone --nproc_per_node 2 tests/drivers/dist_learner_losses.py /tmp/losses_out gspo_stage1
 
 Each rank writes OUT/{case}-rank{r}.json (the update's logged statistics); rank 0 writes OUT/{case}-grad.pt, the
-gradient recovered from the exact first Adam step (test_learner_losses.recovered_gradient).
+gradient recovered from the exact first Adam step (test_learner_losses.recovered_gradient). ZeRO-3 cases run the
+fused head in chunks of 2 rows, so that the ranks' passes have different numbers of chunks.
 """
 
 import json
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_train import forward
 from grpo_train.distributed import init_distributed
 from grpo_train.learner import Learner
 from grpo_train.models import resolve_model
@@ -25,14 +27,20 @@ def main(out_dir: Path, cases: list[str]) -> None:
     rank, world = init_distributed()
     path = resolve_model("tiny-qwen2")
     out_dir.mkdir(parents=True, exist_ok=True)
+    default_chunk, head_chunks, chunks = forward.HEAD_CHUNK_ELEMENTS, forward._head_chunks, []
+    forward._head_chunks = lambda *a: chunks.extend(head_chunks(*a)) or head_chunks(*a)
     for case in cases:
         learner = Learner(case_cfg(case), path, total_optimizer_steps=1)
+        vocab = learner.engine.module.get_output_embeddings().out_features
+        forward.HEAD_CHUNK_ELEMENTS = 2 * vocab if "stage3" in case else default_chunk
+        chunks.clear()
         batch = full_batch(learner)  # the whole batch on every rank (same seeds), then this rank's rows
         rows = torch.arange(len(batch.advantages)).tensor_split(world)[rank]
         before = trainable(learner)
         stats = learner.update(batch.rows(rows))
         gradient = recovered_gradient(before, trainable(learner))
         (out_dir / f"{case}-rank{rank}.json").write_text(json.dumps(stats))
+        (out_dir / f"{case}-chunks-rank{rank}.json").write_text(json.dumps(len(chunks)))  # fused head chunks run
         if rank == 0:
             torch.save(gradient, out_dir / f"{case}-grad.pt")
 

@@ -100,6 +100,8 @@ ALIASES: tuple[Alias, ...] = (
     Alias("verl", "algorithm.filter_groups.enable", "algorithm.dynamic_sampling", "true = dapo"),
     Alias("verl", "algorithm.filter_groups.max_num_gen_batches", "algorithm.dynamic_sampling_max_rounds",
           "verl counts every generation batch (0 = no limit), this the extra rounds"),
+    Alias("verl", "actor_rollout_ref.model.use_fused_kernels", "learner.fused_head",
+          "verl's default is off, ours on (where a pass's logits exceed one chunk)"),
     Alias("verl", "actor_rollout_ref.rollout.n", "algorithm.group_size"),
     Alias("verl", "actor_rollout_ref.rollout.name", "rollout.engine", "vllm or hf"),
     Alias("verl", "actor_rollout_ref.rollout.gpu_memory_utilization", "rollout.gpu_memory_utilization"),

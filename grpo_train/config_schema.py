@@ -258,6 +258,10 @@ class LearnerConfig:
                                          "rows sorted by length fill each pass up to this many padded tokens, "
                                          "rows x (longest prompt + longest completion); a longer row runs alone. "
                                          "Same gradient as any split (grpo_train/micro_batches.py)")
+    fused_head: bool = _f(True, "log-probs through the output head a chunk of rows at a time, forward and "
+                          "backward, where a pass's logits exceed one chunk: no [n, C, V] logits or gradient, for "
+                          "one more head matmul in backward; false = the model's whole logits (faster where the "
+                          "head is a large share of the model and memory allows; docs/benchmarks.md)")
     share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
                              "ignored with gradient checkpointing; docs/algorithm.md)")
     skip_zero_advantage: bool = _f(True, "do not run sequences whose advantage is 0 through the update when "

@@ -292,6 +292,7 @@ class Learner:
         self.lora = cfg.model.lora.rank > 0
         # A kept key/value cache and activation recomputation do not mix (transformers turns the cache off).
         self.share_prompts = cfg.learner.share_prompts and not cfg.model.gradient_checkpointing
+        self.fused = None if cfg.learner.fused_head else False  # None: fused where forward.fusing_pays
         if self.lora:
             from peft import LoraConfig, get_peft_model
 
@@ -405,7 +406,8 @@ class Learner:
             model = self.ref if reference and not self.lora else self.engine
             adapters_off = self.module.disable_adapter() if reference and self.lora else contextlib.nullcontext()
             with adapters_off:
-                logp, _ = token_logprobs(model, ids, attn, width, temperature, share_prompts=self.share_prompts)
+                logp, _ = token_logprobs(model, ids, attn, width, temperature, share_prompts=self.share_prompts,
+                                         fused=self.fused)
             out[index, : logp.shape[1]] = logp.float().cpu()
         self.engine.train()
         return out * batch.completion_mask
@@ -445,7 +447,7 @@ class Learner:
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.loss_mask(a.mask_truncated).to(self.device)
             logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True,
-                                           share_prompts=self.share_prompts,
+                                           share_prompts=self.share_prompts, fused=self.fused,
                                            pack_last_prompt_token=self.score_sketch is not None)
             if self.score_sketch is not None:
                 self.score_sketch.watch(micro, sub.input_ids, sub.attention_mask, sub.completion_mask, logp)

@@ -201,11 +201,13 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
                     intermediate_size: int, num_layers: int, vocab_size: int, gradient_checkpointing: bool,
                     reference: bool,
                     gpu_memory_utilization: float, gpu_memory_gib: float, vllm_bytes_per_param: int = 2,
-                    tensor_parallel_size: int = 1, vllm_sleeps: bool = True, lora: bool = False
-                    ) -> MemoryEstimate:
+                    tensor_parallel_size: int = 1, vllm_sleeps: bool = True, lora: bool = False,
+                    fused_head: bool = True) -> MemoryEstimate:
     """Per-GPU memory in GiB. `params` counts every weight (LoRA adapters included), `trainable` those
     that get gradients and optimizer state; `precision` is the learner's "bf16" or "fp32". With `lora`
-    vLLM holds the merged model, without the adapters' own parameters."""
+    vLLM holds the merged model, without the adapters' own parameters. `fused_head` (learner.fused_head): the
+    log-probs through the head a chunk of rows at a time; False, the whole [n, C, V] logits."""
+    head_chunk_elements = HEAD_CHUNK_ELEMENTS if fused_head else None
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be bf16 or fp32, got {precision!r}")
     w = 2 if precision == "bf16" else 4
@@ -218,11 +220,12 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
     activations = activation_bytes(
         micro_batch_size=micro_batch_size, seq_len=seq_len, completion_len=completion_len,
         hidden_size=hidden_size, intermediate_size=intermediate_size, num_layers=num_layers,
-        vocab_size=vocab_size, bytes_per_activation=w, gradient_checkpointing=gradient_checkpointing)
+        vocab_size=vocab_size, bytes_per_activation=w, gradient_checkpointing=gradient_checkpointing,
+        head_chunk_elements=head_chunk_elements)
     logprob_pass = logprob_pass_bytes(
         micro_batch_size=micro_batch_size, seq_len=seq_len, completion_len=completion_len,
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
-        bytes_per_activation=w)
+        bytes_per_activation=w, head_chunk_elements=head_chunk_elements)
     vllm = gpu_memory_utilization * gpu_memory_gib * GIB
     vllm_weights = (params - trainable if lora else params) * vllm_bytes_per_param / tensor_parallel_size
     static = weights + gradients + optimizer + ref
@@ -265,7 +268,7 @@ def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DE
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, gpu_memory_gib=gpu_memory_gib,
         vllm_bytes_per_param=2 if cfg.model.dtype == "bfloat16" else 4,
         tensor_parallel_size=cfg.rollout.tensor_parallel_size, vllm_sleeps=cfg.rollout.enable_sleep_mode,
-        lora=lora.rank > 0)
+        lora=lora.rank > 0, fused_head=cfg.learner.fused_head)
 
 
 def micro_batch_description(cfg: Config) -> str:

@@ -197,6 +197,18 @@ def test_7b_peak_with_vllm_awake_during_the_logprob_passes_would_exceed_the_esti
     assert static + e.vllm + e.logprob_pass == pytest.approx(e.total + 3.54669, abs=1e-5)
 
 
+def test_without_the_fused_head_the_estimate_holds_the_whole_logits():
+    # learner.fused_head=false: the 7B config's log-prob pass of 4 x 4096 tokens holds the logits of all 4 x 3072
+    # completion positions, 12,288 * 152,064 * 2 = 3,737,124,864 B, beside the layers' 3,539,992,576 B (above).
+    path = Path(__file__).resolve().parents[1] / "configs/qwen2.5-math-7b-math.yaml"
+    whole = estimate_for_config(load_config(path, ["learner.fused_head=false"]), 8, 80.0)
+    fused = estimate_for_config(load_config(path), 8, 80.0)
+    assert whole.logprob_pass == pytest.approx((3_539_992_576 + 3_737_124_864) / 2**30, abs=1e-9)
+    # The update: the whole logits and their gradient instead of one chunk's and the head weight's gradient.
+    head_whole, head_fused = 2 * 3_737_124_864, 882 * 152064 * 2 * 2 + 152064 * 3584 * 2
+    assert whole.activations - fused.activations == pytest.approx((head_whole - head_fused) / 2**30, abs=1e-9)
+
+
 def test_a_token_budget_sizes_the_activations_by_its_tokens():
     # A budget of 8192 padded tokens counts as one row of 8192 tokens, all completion positions. The log-prob pass:
     # layers 8192 * 2 * (9 * 3584 + 4 * 18944) = 1,769,996,288 B, plus one fused head chunk of 2^27 // 152064 = 882

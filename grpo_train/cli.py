@@ -296,7 +296,47 @@ def _advise_main(argv: list[str]) -> int:
     return main(argv)
 
 
-SUBCOMMANDS = {"export": _export_main, "plot": _plot_main, "advise-group-size": _advise_main}
+def _serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grpo-train serve-rollout", description="Run one rollout server for a run's config: vLLM's API server "
+        "with the settings, routes and weight transfer a run with rollout.placement servers expects. Start it on a "
+        "rollout node, then give the learner its URL in rollout.servers.urls (docs/gpu-and-clusters.md).")
+    parser.add_argument("--config", required=True, help="the run's YAML config")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, as for training")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: every interface)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--print", action="store_true", help="print the command and its environment, do not run")
+    return parser
+
+
+def _serve_main(argv: list[str]) -> int:
+    args = _serve_parser().parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"grpo-train serve-rollout: config error: {err}", file=sys.stderr)
+        return 2
+    import torch
+
+    from grpo_train.models import ModelNotFoundError, resolve_model
+    from grpo_train.rollout.servers import server_command, server_env
+
+    try:
+        model_path = resolve_model(cfg.model.name_or_path)
+    except ModelNotFoundError as err:
+        print(f"grpo-train serve-rollout: {err}", file=sys.stderr)
+        return 2
+    cmd = server_command(cfg, model_path, args.port, cfg.run.seed, torch.cuda.is_available(), host=args.host)
+    env = server_env([])  # the node's CUDA_VISIBLE_DEVICES as it is
+    if args.print:
+        added = {k: env[k] for k in sorted(env) if os.environ.get(k) != env[k]}
+        print(shlex.join([f"{k}={v}" for k, v in added.items()] + cmd))
+        return 0
+    os.execve(cmd[0], cmd, env)  # the server replaces this process: its signals and exit status are the server's
+
+
+SUBCOMMANDS = {"export": _export_main, "plot": _plot_main, "advise-group-size": _advise_main,
+               "serve-rollout": _serve_main}
 
 
 if __name__ == "__main__":

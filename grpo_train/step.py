@@ -269,6 +269,7 @@ class StepRecord:
     memory_gib: dict[str, float]  # this rank's per-phase peak memory (memory/<phase>_gib)
     skipped_steps_total: int  # optimizer steps skipped for non-finite gradients, so far
     phase: Phase | None = None  # the rollout pool's generation phase (rollout.max_staleness >= 1)
+    servers: dict[str, float] = field(default_factory=dict)  # rollout servers: ServerEngine.take_times()
 
 
 def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, step: int) -> dict[str, float]:
@@ -307,6 +308,10 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     metrics.update({name: all_reduce_max(gib) for name, gib in record.memory_gib.items()})
     if record.phase is not None:
         metrics.update(pool_metrics(record, step, cfg.rollout.max_staleness))
+    if record.servers:  # where the time went with rollout servers; the servers idle while the learner works
+        metrics.update(global_means({
+            **{name: (value, 1) for name, value in record.servers.items()},
+            "perf/server_idle_s": (seconds["step"] - record.servers["perf/server_busy_s"], 1)}))
     sampled = record.sampled
     if sampled is not None:
         kept_groups = len(sampled.kept.problems) * (not sampled.placeholder)

@@ -149,6 +149,8 @@ def train(cfg: Config) -> Path:
         before = evaluate(tools, eval_problems, cfg, failures)
         logger.log(0, before)
         logger.print(f"eval before training: {logger.eval_summary(before)} on {len(eval_problems)}")
+    if cfg.rollout.placement == "servers":
+        engine.take_times()  # the start's weight push and eval are not step 1's
 
     for step in range(start_step + 1, cfg.run.steps + 1):
         t_step = time.perf_counter()
@@ -247,12 +249,13 @@ def train(cfg: Config) -> Path:
         if cfg.run.check_sync_every and step % cfg.run.check_sync_every == 0:
             sync_gap = sync_logprob_gap(engine, learner, renderer.token_ids(engine_problems[0]),
                                         tokenizer.pad_token_id)
+        server_times = engine.take_times() if cfg.rollout.placement == "servers" else {}  # perf/server_busy_s ...
 
         # --------------------------------------------------------------------------------------------
         # 8. Log: averages over all ranks; samples.jsonl every samples_every steps
         seconds["step"] = time.perf_counter() - t_step
         record = StepRecord(group_size, first, drawn, sampled, update_stats, seconds, sync_gap, ustat_metrics,
-                            peaks.metrics(), learner.skipped_nonfinite, phase)
+                            peaks.metrics(), learner.skipped_nonfinite, phase, server_times)
         metrics = step_metrics(cfg, record, verifier.functions, world, step)
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:
             logger.samples(step, sample_rows(drawn, renderer, verifier.functions))
@@ -261,6 +264,8 @@ def train(cfg: Config) -> Path:
         # 9. Eval: every eval_every steps and after the last one (in the same metrics row)
         if eval_problems and (step == cfg.run.steps or (cfg.run.eval_every and step % cfg.run.eval_every == 0)):
             metrics.update(evaluate(tools, eval_problems, cfg, failures))
+            if server_times:
+                engine.take_times()  # the eval's requests: not the next step's
         logger.log(step, metrics)
 
         # --------------------------------------------------------------------------------------------

@@ -153,3 +153,22 @@ def test_the_interrupt_line_gives_the_command_that_resumes(tmp_path, monkeypatch
                                  f"{python} run.resume=auto")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
     assert f"resume with: <the same launcher command> -m grpo_train --config {TINY} " in interrupted(argv)
+
+
+def test_serve_rollout_prints_the_server_a_run_would_start(capsys):
+    """`grpo-train serve-rollout` (a rollout node's server, for rollout.servers.urls) runs the command and the
+    environment of the servers a run starts itself (rollout/servers.py), on the host and port asked for."""
+    import shlex
+
+    from grpo_train.config import load_config
+    from grpo_train.rollout.servers import server_command
+
+    assert train_main(["serve-rollout", "--config", TINY, "--print", "--port", "8123", "model.max_model_len=256"]) == 0
+    printed = shlex.split(capsys.readouterr().out)
+    cfg = load_config(TINY, ["model.max_model_len=256"])
+    want = server_command(cfg, resolve_model(cfg.model.name_or_path), 8123, cfg.run.seed, False, host="0.0.0.0")
+    assert printed[-len(want):] == want
+    assert "VLLM_SERVER_DEV_MODE=1" in printed[:-len(want)]
+    assert want[want.index("--max-model-len") + 1] == "256"
+    assert train_main(["serve-rollout", "--config", TINY, "--print", "rollout.nope=1"]) == 2
+    assert "rollout.nope" in capsys.readouterr().err

@@ -23,7 +23,8 @@ from grpo_train.memory import estimate_for_config
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 QWEN_CONFIGS = [p for p in CONFIGS if p.name.startswith("qwen2.5-")]
-SCRIPTS = [REPO / "scripts" / "launch" / name for name in ("train.sh", "slurm_train.sbatch", "gpu_smoke.sh")]
+SCRIPTS = [REPO / "scripts" / "launch" / name
+           for name in ("train.sh", "slurm_train.sbatch", "slurm_split.sbatch", "gpu_smoke.sh")]
 # Versions that the CUDA builds of vllm / torch pin for themselves, so GPU and CPU stacks differ there.
 GPU_ONLY_PINS = {"torch", "triton", "apache-tvm-ffi"}
 
@@ -190,6 +191,30 @@ def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
     told = _run(["bash", "scripts/launch/slurm_train.sbatch", "--dry-run", "--config",
                  "configs/qwen2.5-math-7b-math.yaml", "run.overwrite=true"], env)
     assert told.returncode == 0 and "run.resume" not in told.stdout and "run.overwrite=true" in told.stdout
+
+
+def test_slurm_split_script_serves_on_the_first_node_and_trains_on_the_others(tmp_path):
+    # The same stand-ins for srun and scontrol as above; 3 nodes of 4 GPUs: 4 servers on gpu-a01, learners on the rest.
+    (tmp_path / "srun").write_text('#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    (tmp_path / "scontrol").write_text("#!/usr/bin/env bash\nprintf 'gpu-a01\\ngpu-a02\\ngpu-a03\\n'\n")
+    for tool in ("srun", "scontrol"):
+        (tmp_path / tool).chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "77",
+           "SLURM_JOB_NODELIST": "gpu-a[01-03]", "SLURM_GPUS_ON_NODE": "4"}
+    result = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"], env)
+    assert result.returncode == 0, result.stderr
+    server, learner = result.stdout.strip().splitlines()[-2:]
+    assert "VLLM_SERVER_DEV_MODE=1" in server and "--host 0.0.0.0 --port 8000" in server  # grpo-train serve-rollout
+    assert ("--nnodes 2 --nproc_per_node 4 --rdzv-backend c10d --rdzv-endpoint gpu-a02:29500 --rdzv-id 77 "
+            "-m grpo_train --config configs/tiny-cpu.yaml rollout.placement=servers") in learner
+    urls = ",".join(f"http://gpu-a01:{8000 + i}" for i in range(4))
+    assert learner.replace("\\", "").endswith(f"rollout.servers.urls=[{urls}] run.resume=auto")
+    (tmp_path / "one").mkdir()  # a one-node job: no node left for the learner
+    (tmp_path / "one" / "scontrol").write_text("#!/usr/bin/env bash\necho gpu-a01\n")
+    (tmp_path / "one" / "scontrol").chmod(0o755)
+    one_node = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"],
+                    {**env, "PATH": f"{tmp_path / 'one'}:{env['PATH']}", "SLURM_JOB_NODELIST": "gpu-a01"})
+    assert one_node.returncode == 2 and "needs 2 nodes or more" in one_node.stderr
 
 
 @pytest.mark.parametrize("stage", [2, 3])

@@ -39,13 +39,48 @@ def test_a_run_on_a_server_trains_and_the_server_serves_the_learners_weights(ser
     run_dir, out = server_run
     steps = train_rows(run_dir)
     assert [r["step"] for r in steps] == list(range(1, STEPS + 1))
+    cfg = load_config(run_dir / "config.yaml")
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.model.name_or_path))
+    weight_bytes = getattr(torch, cfg.model.dtype).itemsize * sum(  # a tied head is sent as lm_head.weight too
+        p.numel() for _, p in model.named_parameters(remove_duplicate=False))
     for row in steps:
         assert torch.isfinite(torch.tensor(row["train/loss"]))
         assert row["train/grad_norm"] > 0.01  # the length reward's signal (test_trainer.py): the update moved
         # After each transfer the server's greedy log-probs are the learner's, within fp32 rounding: 9.5e-7 at each
         # of 3 steps, as the colocated engine's on the same run (which sampled the same 16 completions per step).
         assert row["train/sync_logprob_max_diff"] < 1e-4, row["train/sync_logprob_max_diff"]
+        # Where the time went: the server worked during the rollout only, the learner waited that long for it.
+        assert 0 < row["perf/server_busy_s"] <= row["perf/learner_wait_s"] <= row["perf/rollout_s"]
+        assert row["perf/server_idle_s"] == pytest.approx(row["perf/step_s"] - row["perf/server_busy_s"])
+        assert row["perf/server_idle_s"] >= row["perf/update_s"]
+        assert row["perf/transfer_bytes"] == weight_bytes  # every weight, once, in the server's dtype
     assert "run finished" in out.stdout
+
+
+@pytest.mark.slow
+def test_two_learner_ranks_under_zero3_share_one_server(tmp_path):
+    """~2 min. torchrun, 2 learner ranks under ZeRO-3, one server that rank 0 starts: both ranks send their prompts;
+    at each transfer both take part in every ZeRO-3 gather and rank 0 sends. After each transfer the server's
+    log-probs are the learner's on each rank, and the server is gone after the run."""
+    run_dir = tmp_path / "run"
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
+                str(free_port())]
+    cmd = [*torchrun, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
+           "rollout.placement=servers", "learner.zero_stage=3", "run.steps=2", "run.check_sync_every=1",
+           "run.eval_size=0"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=run_env())
+    assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    steps = train_rows(run_dir)
+    assert [r["step"] for r in steps] == [1, 2]
+    for row in steps:
+        assert torch.isfinite(torch.tensor(row["train/loss"])) and row["train/grad_norm"] > 0.01
+        assert row["train/sync_logprob_max_diff"] < 1e-4, row["train/sync_logprob_max_diff"]
+        assert row["perf/server_busy_s"] > 0 and row["perf/transfer_bytes"] > 0
+    log = (run_dir / "rollout_server_0.log").read_text()
+    leader = int(re.search(r"Started server process \[(\d+)\]", log).group(1))
+    assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
 
 
 @pytest.mark.slow
@@ -94,3 +129,12 @@ def test_the_learners_weights_declare_what_they_yield():
         assert weights.metadata() == [(name, t.dtype, tuple(t.shape)) for name, t in weights]
         assert [name for name, _, _ in weights.metadata()] == [name for name, _ in weights]  # re-iterable
     assert "lm_head.weight" in [name for name, _, _ in PolicyWeights(model).metadata()]  # the tied head: vLLM needs it
+
+
+def test_a_server_device_that_is_a_learner_ranks_is_named():
+    """rollout.servers.devices counts the machine's GPUs; a learner rank's device is its LOCAL_RANK-th visible one."""
+    from grpo_train.rollout.servers import learner_device
+
+    assert learner_device(3, None) == 3
+    assert learner_device(1, "4,5,6,7") == 5  # the learner launched on GPUs 4-7: rank 1 runs on the machine's 5
+    assert learner_device(0, "GPU-1a2b") == 0  # UUIDs: the index is all we know

@@ -26,12 +26,14 @@ Servers the run starts (`start_servers`): one process group each, a child of the
 learner dies (prctl PR_SET_PDEATHSIG, also on kill -9), stopped by `close()` at the end of the run and by an atexit
 hook on an exception; their output goes to <run.output_dir>/rollout_server_<i>.log.
 
-Several learner ranks (torchrun) are written to share the servers (rank 0 starts them and sends the weights, every
-rank sends its own prompts; the prefix cache is then not emptied per batch) but have not run: refused at start.
+Several learner ranks (torchrun) share the servers: rank 0 starts them and sends the weights, the other ranks take
+their part in each ZeRO-3 gather of the transfer (vLLM's non-sender trainer engines), every rank sends its own
+prompts with its own seeds (the prefix cache is then not emptied per batch: another rank's requests may be running).
 
 Not built yet (issue 42, parts 2-5): one transfer group spanning all
 servers (each server now gets its own, and the weights are gathered once per server), asynchronous rollouts over
-servers (/pause?mode=keep, /resume), a server lost mid-run (now: the run stops, naming it), the time accounting.
+servers (/pause?mode=keep, /resume), a server lost mid-run (now: the run stops, naming it), the layout projection.
+Time accounting: `take_times` (server busy time, the learner's wait, the bytes transferred), per step.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -99,6 +102,9 @@ class ServerEngine:
         self.timeout_s = timeout_s
         self.processes = list(processes)  # the servers this run started (none for urls)
         self.transfers: list = []  # one trainer-side transfer engine per server, opened at the first push
+        self.busy_s = [0.0] * len(urls)  # per server: time with this rank's requests in flight, since take_times()
+        self.wait_s = 0.0  # time this rank spent in generate(), waiting on the servers
+        self.sent_bytes = 0  # weight bytes pushed into the servers (all of them)
         self.threads = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rollout-request")
         atexit.register(self.close)  # an exception ends the run without reaching close(): the servers go too
 
@@ -108,11 +114,20 @@ class ServerEngine:
         if self.world == 1:  # a batch's output depends on (weights, prompts, spec), not on earlier batches
             for url in self.urls:  # (with several ranks the others' requests may be running: the cache stays)
                 _call("POST", url, "/reset_prefix_cache", self.timeout_s, "emptying the prefix cache")
-        futures = [self.threads.submit(self._generate_one, self.urls[(i * self.world + self.rank) % len(self.urls)],
-                                       ids, spec, rollout_seed(spec.seed, i)) for i, ids in enumerate(prompt_token_ids)]
+        start = time.perf_counter()
+        servers = [(i * self.world + self.rank) % len(self.urls) for i in range(len(prompt_token_ids))]
+        futures = [self.threads.submit(self._generate_one, self.urls[server], ids, spec, rollout_seed(spec.seed, i))
+                   for i, (server, ids) in enumerate(zip(servers, prompt_token_ids, strict=True))]
+        results = [future.result() for future in futures]
+        self.wait_s += time.perf_counter() - start
+        last_answer: dict[int, float] = {}  # each server is busy from the batch's start to its last answer
+        for server, (_, done) in zip(servers, results, strict=True):
+            last_answer[server] = max(done, last_answer.get(server, done))
+        for server, done in last_answer.items():
+            self.busy_s[server] += done - start
         rollouts = []
-        for i, future in enumerate(futures):
-            for choice in sorted(future.result()["choices"], key=lambda c: c["index"]):
+        for i, (result, _) in enumerate(results):
+            for choice in sorted(result["choices"], key=lambda c: c["index"]):
                 tokens = choice["token_ids"]
                 content = choice["logprobs"]["content"]  # one entry per sampled token: logprobs=0
                 rollouts.append(Rollout(prompt_index=i, prompt_token_ids=list(prompt_token_ids[i]),
@@ -121,10 +136,21 @@ class ServerEngine:
                                         truncated=choice["finish_reason"] == "length"))
         return rollouts
 
-    def _generate_one(self, url: str, token_ids: list[int], spec: SamplingSpec, seed: int) -> dict:
+    def _generate_one(self, url: str, token_ids: list[int], spec: SamplingSpec, seed: int) -> tuple[dict, float]:
+        """The server's answer, and when it came (time.perf_counter())."""
         body = {"token_ids": list(token_ids), "sampling_params": sampling_fields(spec, seed)}
-        return _call("POST", url, "/inference/v1/generate", self.timeout_s,
-                     f"generating {spec.n} completion(s)", json=body).json()
+        answer = _call("POST", url, "/inference/v1/generate", self.timeout_s,
+                       f"generating {spec.n} completion(s)", json=body).json()
+        return answer, time.perf_counter()
+
+    def take_times(self) -> dict[str, float]:
+        """Where the time went since the last call (the trainer's step): `perf/server_busy_s`, the mean over servers
+        of the time they had this rank's requests in flight; `perf/learner_wait_s`, the time the learner waited on
+        them for rollouts; `perf/transfer_bytes`, the weight bytes pushed into all servers. docs/metrics.md."""
+        times = {"perf/server_busy_s": sum(self.busy_s) / len(self.urls), "perf/learner_wait_s": self.wait_s,
+                 "perf/transfer_bytes": float(self.sent_bytes)}
+        self.busy_s, self.wait_s, self.sent_bytes = [0.0] * len(self.urls), 0.0, 0
+        return times
 
     def load_weights(self, named_tensors) -> None:
         """Push the learner's weights (grpo_train.weights.PolicyWeights: re-iterable, with `metadata()`) into every
@@ -142,6 +168,7 @@ class ServerEngine:
                     self.transfers.append(open_transfer(url, size, rank=self.rank, timeout_s=self.timeout_s))
                 self.transfers[i].source = source
                 self.transfers[i].send_weights()
+                self.sent_bytes += sum(m.dtype.itemsize * math.prod(m.shape) for m in source.metadata())  # rank 0's
             except TransferError as err:  # an HTTP route failed or ran past its deadline; the message names it
                 raise ServerError(str(err)) from None
             except RuntimeError as err:  # the gloo group's deadline, or the server's side of it
@@ -172,15 +199,18 @@ def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
     them: rank 0 starts them and tells the others where they are; every rank sends its own prompts."""
     s = cfg.rollout.servers
     rank, world = _rank_and_world()
-    if world > 1:  # written below (rank 0 starts the servers and sends the weights) but not run yet
-        raise ConfigError(f"rollout.placement: servers runs with one learner process for now ({world} ranks here): "
-                          "launch without torchrun, or use placement colocated")
     on_gpu = torch.cuda.is_available()
     if not s.urls and on_gpu and not s.devices:
         raise ConfigError("rollout.servers.devices: name the CUDA devices of the servers the run starts "
                           "(count x tensor_parallel_size ids, apart from the learner's)")
     if s.devices and not on_gpu:
         raise ConfigError("rollout.servers.devices: this machine has no CUDA device; leave it empty on CPU")
+    if s.devices:
+        device = learner_device(torch.cuda.current_device(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if device in s.devices:
+            raise ConfigError(f"rollout.servers.devices: CUDA device {device} is learner rank {rank}'s: start the "
+                              f"learner on the other GPUs (torchrun --nproc_per_node = the node's GPUs minus the "
+                              f"servers'; scripts/launch/train.sh --nproc N) or give the servers other devices")
     model_path = resolve_model(cfg.model.name_or_path)
     processes = []
     if s.urls:
@@ -207,6 +237,14 @@ def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
         raise
     return ServerEngine(urls, dtype=getattr(torch, cfg.model.dtype), world_sizes=world_sizes,
                         timeout_s=s.timeout_s, processes=processes, rank=rank, world=world)
+
+
+def learner_device(local_device: int, visible: str | None) -> int:
+    """The machine's id of the CUDA device a learner rank uses (its index local_device among CUDA_VISIBLE_DEVICES,
+    `visible`), as rollout.servers.devices counts them (a server's CUDA_VISIBLE_DEVICES replaces the learner's)."""
+    ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else []
+    known = local_device < len(ids) and ids[local_device].isdigit()
+    return int(ids[local_device]) if known else local_device
 
 
 def _rank_and_world() -> tuple[int, int]:

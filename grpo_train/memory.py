@@ -202,11 +202,12 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
                     reference: bool,
                     gpu_memory_utilization: float, gpu_memory_gib: float, vllm_bytes_per_param: int = 2,
                     tensor_parallel_size: int = 1, vllm_sleeps: bool = True, lora: bool = False,
-                    fused_head: bool = True) -> MemoryEstimate:
+                    fused_head: bool = True, colocated: bool = True) -> MemoryEstimate:
     """Per-GPU memory in GiB. `params` counts every weight (LoRA adapters included), `trainable` those
     that get gradients and optimizer state; `precision` is the learner's "bf16" or "fp32". With `lora`
     vLLM holds the merged model, without the adapters' own parameters. `fused_head` (learner.fused_head): the
-    log-probs through the head a chunk of rows at a time; False, the whole [n, C, V] logits."""
+    log-probs through the head a chunk of rows at a time; False, the whole [n, C, V] logits. Not `colocated`
+    (rollout.placement servers): no vLLM on the learner's GPUs."""
     head_chunk_elements = HEAD_CHUNK_ELEMENTS if fused_head else None
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be bf16 or fp32, got {precision!r}")
@@ -226,8 +227,9 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
         micro_batch_size=micro_batch_size, seq_len=seq_len, completion_len=completion_len,
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
         bytes_per_activation=w, head_chunk_elements=head_chunk_elements)
-    vllm = gpu_memory_utilization * gpu_memory_gib * GIB
+    vllm = gpu_memory_utilization * gpu_memory_gib * GIB if colocated else 0.0
     vllm_weights = (params - trainable if lora else params) * vllm_bytes_per_param / tensor_parallel_size
+    vllm_weights = vllm_weights if colocated else 0.0
     static = weights + gradients + optimizer + ref
     rollout_phase = static + vllm
     logprob_phase = static + logprob_pass + (0.0 if vllm_sleeps else vllm)
@@ -268,7 +270,7 @@ def estimate_for_config(cfg: Config, world_size: int, gpu_memory_gib: float = DE
         gpu_memory_utilization=cfg.rollout.gpu_memory_utilization, gpu_memory_gib=gpu_memory_gib,
         vllm_bytes_per_param=2 if cfg.model.dtype == "bfloat16" else 4,
         tensor_parallel_size=cfg.rollout.tensor_parallel_size, vllm_sleeps=cfg.rollout.enable_sleep_mode,
-        lora=lora.rank > 0, fused_head=cfg.learner.fused_head)
+        lora=lora.rank > 0, fused_head=cfg.learner.fused_head, colocated=cfg.rollout.placement == "colocated")
 
 
 def micro_batch_description(cfg: Config) -> str:
@@ -296,7 +298,8 @@ def memory_report(cfg: Config, world_size: int | None = None, gpu_memory_gib: fl
         f"ZeRO-{learner.zero_stage}, {learner.precision}",
         f"# {micro_batch_description(cfg)}, gradient "
         f"checkpointing {on_off(cfg.model.gradient_checkpointing)}, "
-        f"vLLM sleep mode {on_off(cfg.rollout.enable_sleep_mode)}",
+        f"vLLM sleep mode {on_off(cfg.rollout.enable_sleep_mode)}" if cfg.rollout.placement == "colocated" else
+        "rollout on servers: no vLLM on the learner's GPUs (a server's: rollout.servers in docs/gpu-and-clusters.md)",
         f"# old/reference log-prob passes: {estimate_for_config(cfg, 1, gpu_memory_gib).logprob_pass:.2f} of "
         f"activations, {'with vLLM asleep' if cfg.rollout.enable_sleep_mode else 'next to the vLLM share'} "
         "(counted in the peak)",

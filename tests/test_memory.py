@@ -209,6 +209,16 @@ def test_without_the_fused_head_the_estimate_holds_the_whole_logits():
     assert whole.activations - fused.activations == pytest.approx((head_whole - head_fused) / 2**30, abs=1e-9)
 
 
+def test_with_rollout_servers_the_learners_gpus_hold_no_vllm():
+    path = Path(__file__).resolve().parents[1] / "configs/qwen2.5-math-7b-math.yaml"
+    colocated = estimate_for_config(load_config(path), 8, 80.0)
+    split = estimate_for_config(load_config(path, ["rollout.placement=servers"]), 8, 80.0)
+    assert split.vllm == 0 and split.vllm_kv_cache == 0 and colocated.vllm == 40.0
+    static = split.weights + split.gradients + split.optimizer + split.reference
+    assert split.total == pytest.approx(static + max(split.activations, split.logprob_pass))
+    assert "rollout on servers" in memory_report(load_config(path, ["rollout.placement=servers"]), 8)
+
+
 def test_a_token_budget_sizes_the_activations_by_its_tokens():
     # A budget of 8192 padded tokens counts as one row of 8192 tokens, all completion positions. The log-prob pass:
     # layers 8192 * 2 * (9 * 3584 + 4 * 18944) = 1,769,996,288 B, plus one fused head chunk of 2^27 // 152064 = 882

@@ -204,8 +204,8 @@ class _ChunkedHead(torch.autograd.Function):
         grad_weight = torch.zeros_like(weight) if need_weight else None
         grad_bias = torch.zeros_like(bias) if need_bias else None
         for chunk in _head_chunks(hidden.shape[0], weight.shape[0], hidden.device):
+            logits = F.linear(hidden[chunk], weight, bias).requires_grad_()  # [rows, V], recomputed (no graph)
             with torch.enable_grad():
-                logits = F.linear(hidden[chunk], weight, bias).detach().requires_grad_()  # [rows, V]
                 chunk_logp = algorithms.token_logprobs_and_log_norm(
                     logits, tokens[chunk], ctx.temperature, False, log_norm[chunk])[0]
                 (grad_logits,) = torch.autograd.grad(chunk_logp, logits, grad_logp[chunk])

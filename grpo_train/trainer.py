@@ -245,11 +245,13 @@ def train(cfg: Config) -> Path:
         engine.load_weights(learner.policy_weights())
         seconds["sync"] = time.perf_counter() - t0
         peaks.mark("sync")
+        server_times = engine.take_times() if cfg.rollout.placement == "servers" else {}  # perf/server_busy_s ...
         sync_gap = None
         if cfg.run.check_sync_every and step % cfg.run.check_sync_every == 0:
             sync_gap = sync_logprob_gap(engine, learner, renderer.token_ids(engine_problems[0]),
                                         tokenizer.pad_token_id)
-        server_times = engine.take_times() if cfg.rollout.placement == "servers" else {}  # perf/server_busy_s ...
+            if server_times:
+                engine.take_times()  # the check's requests: not the next step's
 
         # --------------------------------------------------------------------------------------------
         # 8. Log: averages over all ranks; samples.jsonl every samples_every steps

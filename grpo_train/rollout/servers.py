@@ -26,9 +26,10 @@ Servers the run starts (`start_servers`): one process group each, a child of the
 learner dies (prctl PR_SET_PDEATHSIG, also on kill -9), stopped by `close()` at the end of the run and by an atexit
 hook on an exception; their output goes to <run.output_dir>/rollout_server_<i>.log.
 
-Several learner ranks (torchrun) share the servers: rank 0 starts them and sends the weights, the other ranks take
-their part in each ZeRO-3 gather of the transfer (vLLM's non-sender trainer engines), every rank sends its own
-prompts with its own seeds (the prefix cache is then not emptied per batch: another rank's requests may be running).
+Several learner ranks (torchrun) are written to share the servers (rank 0 starts them and sends the weights, the
+other ranks take their part in each ZeRO-3 gather, every rank sends its own prompts; the prefix cache is then not
+emptied per batch) but are refused at start: their first run (2 ranks, ZeRO-3, one server) hung at the transfer's
+rendezvous, the server's worker never reaching the learner's store.
 
 Not built yet (issue 42, parts 2-5): one transfer group spanning all
 servers (each server now gets its own, and the weights are gathered once per server), asynchronous rollouts over
@@ -199,6 +200,9 @@ def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
     them: rank 0 starts them and tells the others where they are; every rank sends its own prompts."""
     s = cfg.rollout.servers
     rank, world = _rank_and_world()
+    if world > 1:  # written below (rank 0 starts the servers and sends the weights); its first run hung (see docs)
+        raise ConfigError(f"rollout.placement: servers runs with one learner process for now ({world} ranks here): "
+                          "launch without torchrun, or use placement colocated")
     on_gpu = torch.cuda.is_available()
     if not s.urls and on_gpu and not s.devices:
         raise ConfigError("rollout.servers.devices: name the CUDA devices of the servers the run starts "

@@ -65,16 +65,20 @@ HEAD_CHUNK_ELEMENTS = 2**25
 GPU_HEAD_CHUNK_ELEMENTS = 2**27
 
 
+# The learner's passes fuse where their logits would hold more than this many elements: 1 GiB in fp32, 512 MiB in
+# bf16, their gradient as much again (memory.py keeps the same figure for the estimate).
+FUSE_MIN_ELEMENTS = 2**28
+
+
 def fusing_pays(model: torch.nn.Module, positions: int, device: torch.device) -> bool:
     """Whether the fused head is worth its cost for a pass scoring `positions` completion positions: when their
-    logits would be more than one of its chunks. Below that the reference path's whole logits are no larger than
-    one fused chunk, while the fused path computes the head's matmul a second time in backward (14-18% more CPU time
-    per token on a small model's update, docs/benchmarks.md#fused-log-probs). So the tiny and small models of the
-    tests and the demo keep the reference path, and Qwen2.5's 151,936-token head at long completions fuses. A head
-    that is not a plain nn.Linear (an adapter on it) keeps the reference path."""
+    logits would exceed FUSE_MIN_ELEMENTS. Below that their memory is small and the reference path faster: the fused
+    one computes the head's matmul a second time in backward (make bench's SmolLM2 step, 16 x 48 positions of a
+    49,152-token head: learner MFU 60.7% fused against 72.0% without, docs/benchmarks.md#fused-log-probs). Every
+    shipped Qwen2.5 config's micro-batch fuses (1.2-7x the threshold). A head that is not a plain nn.Linear (an
+    adapter on it) keeps the reference path. `device`: for a threshold per device; one figure serves both today."""
     head = model.get_output_embeddings()
-    elements = GPU_HEAD_CHUNK_ELEMENTS if device.type == "cuda" else HEAD_CHUNK_ELEMENTS
-    return type(head) is torch.nn.Linear and positions * head.out_features > elements
+    return type(head) is torch.nn.Linear and positions * head.out_features > FUSE_MIN_ELEMENTS
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,

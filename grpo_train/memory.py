@@ -165,6 +165,7 @@ class MemoryEstimate:
 
 # forward.GPU_HEAD_CHUNK_ELEMENTS (memory.py imports no torch module; tests/test_memory.py checks they agree)
 HEAD_CHUNK_ELEMENTS = 2**27
+FUSE_MIN_ELEMENTS = 2**28  # forward.FUSE_MIN_ELEMENTS: a pass fuses where its logits would hold more elements
 
 
 def head_rows(tokens: int, vocab_size: int, head_chunk_elements: int | None) -> int:
@@ -208,7 +209,8 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
     vLLM holds the merged model, without the adapters' own parameters. `fused_head` (learner.fused_head): the
     log-probs through the head a chunk of rows at a time; False, the whole [n, C, V] logits. Not `colocated`
     (rollout.placement servers): no vLLM on the learner's GPUs."""
-    head_chunk_elements = HEAD_CHUNK_ELEMENTS if fused_head else None
+    fused = fused_head and micro_batch_size * completion_len * vocab_size > FUSE_MIN_ELEMENTS  # forward.fusing_pays
+    head_chunk_elements = HEAD_CHUNK_ELEMENTS if fused else None
     if precision not in ("bf16", "fp32"):
         raise ValueError(f"precision must be bf16 or fp32, got {precision!r}")
     w = 2 if precision == "bf16" else 4

@@ -169,6 +169,7 @@ def test_zero3_learner_step_fused_equals_reference(tiny_path, monkeypatch):
     from tests.test_learner import make_cfg
 
     monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # 5 rows per chunk: several chunks per pass
+    monkeypatch.setattr(forward, "FUSE_MIN_ELEMENTS", 5 * 49152)  # the learner's passes fuse
     chunk_calls, head_chunks = [], forward._head_chunks
     monkeypatch.setattr(forward, "_head_chunks", lambda *a: chunk_calls.extend(head_chunks(*a)) or head_chunks(*a))
     batch = grouped_batch(seed=4)
@@ -195,12 +196,14 @@ def test_zero3_learner_step_fused_equals_reference(tiny_path, monkeypatch):
     assert gathers_fused == gathers_reference
 
 
-def test_the_learner_fuses_where_the_logits_would_exceed_one_chunk():
-    """fused=None (the learner's passes): the reference path while a pass's logits fit in one fused chunk (the tests'
-    and the demo's small models: fusing would only add the head's second matmul), the fused one beyond."""
+def test_the_learner_fuses_where_the_logits_would_exceed_2_to_the_28_elements():
+    """fused=None (the learner's passes): the reference path while a pass's logits are small (the tests', the demo's
+    and make bench's models: fusing would only add the head's second matmul), the fused one beyond."""
     model = random_qwen2(QWEN25_VOCAB, tied=False)
     cpu = torch.device("cpu")
-    assert not forward.fusing_pays(model, 8 * 16, cpu)  # 128 positions x 151,936 < 2^25
+    assert not forward.fusing_pays(model, 8 * 16, cpu)  # 128 positions x 151,936 < 2^28
     assert forward.fusing_pays(model, 4 * 4096, cpu)  # the 7B configs' micro-batch of 4 x 4,096
-    assert forward.fusing_pays(model, 4 * 4096, torch.device("cuda"))  # 2.5e9 > 2^27 on a GPU too
+    assert forward.fusing_pays(model, 4 * 4096, torch.device("cuda"))  # 2.5e9 > 2^28 on a GPU too
+    assert not forward.fusing_pays(model, 1024, cpu)  # 1.6e8: its logits 622 MiB in fp32
+    assert forward.fusing_pays(model, 4 * 512, cpu)  # the 0.5B config's micro-batch, 3.1e8
     assert not forward.fusing_pays(model, 800, torch.device("cuda"))

@@ -11,6 +11,7 @@ import pytest
 
 from grpo_train.config import load_config
 from grpo_train.memory import (
+    FUSE_MIN_ELEMENTS,
     GIB,
     HEAD_CHUNK_ELEMENTS,
     KNOWN_MODELS,
@@ -130,6 +131,7 @@ def test_the_estimates_head_chunk_is_the_learners():
     from grpo_train import forward
 
     assert HEAD_CHUNK_ELEMENTS == forward.GPU_HEAD_CHUNK_ELEMENTS
+    assert FUSE_MIN_ELEMENTS == forward.FUSE_MIN_ELEMENTS
 
 
 def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations():

@@ -27,12 +27,14 @@ def main(out_dir: Path, cases: list[str]) -> None:
     rank, world = init_distributed()
     path = resolve_model("tiny-qwen2")
     out_dir.mkdir(parents=True, exist_ok=True)
-    default_chunk, head_chunks, chunks = forward.HEAD_CHUNK_ELEMENTS, forward._head_chunks, []
+    default_chunk, default_fuse = forward.HEAD_CHUNK_ELEMENTS, forward.FUSE_MIN_ELEMENTS
+    head_chunks, chunks = forward._head_chunks, []
     forward._head_chunks = lambda *a: chunks.extend(head_chunks(*a)) or head_chunks(*a)
     for case in cases:
         learner = Learner(case_cfg(case), path, total_optimizer_steps=1)
         vocab = learner.engine.module.get_output_embeddings().out_features
         forward.HEAD_CHUNK_ELEMENTS = 2 * vocab if "stage3" in case else default_chunk
+        forward.FUSE_MIN_ELEMENTS = 2 * vocab if "stage3" in case else default_fuse
         chunks.clear()
         batch = full_batch(learner)  # the whole batch on every rank (same seeds), then this rank's rows
         rows = torch.arange(len(batch.advantages)).tensor_split(world)[rank]

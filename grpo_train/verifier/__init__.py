@@ -5,6 +5,7 @@
 - api.py: the public API (judge, judge_with_timeout, is_correct, Judgement), gold checks, the per-item timer,
   and the statement of every rule in its docstring
 - extract.py: finding the final answer in a response
+- boxes.py: the boxed answer (boxes found, joined and agreed) and what right around the box leaves it no answer
 - hedge.py: whether the response commits to one value (retractions, hedges, other values offered)
 - text.py: what is printed, normalised spellings, plain numbers
 - form.py: the answer-form rules and the cost bound

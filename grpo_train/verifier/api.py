@@ -5,8 +5,9 @@
 
 Batches go through `grpo_train.rewards.pool` (worker processes, hard per-item timeout). The work is split
 over the modules of grpo_train/verifier/: text (what is printed, normalised spellings, plain numbers), extract
-(finding the final answer), hedge (retractions, hedges, other values offered), form (answer-form rules,
-cost bound), units (scale words, the unit asked) and compare (equality).
+(finding the final answer), boxes (the boxed answer, and a qualifier or operand right around the box), hedge
+(retractions, hedges, other values offered), form (answer-form rules, cost bound), units (scale words, the unit
+asked) and compare (equality).
 The rules below follow the labelling conventions of ../shared/data/README.md (numbered C1-C8 here, stated in
 rules.py's CONVENTIONS); a false positive is a reward a policy learns to collect, so where a rule must guess it
 refuses. Every refusal is named (Judgement.rule): rules.py lists the names in the order they run, each with a

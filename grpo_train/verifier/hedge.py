@@ -1,5 +1,5 @@
 """Whether a response commits to one value: retractions, hedges and other values offered beside the answer
-(the rules in grpo_train/verifier/api.py; used by grpo_train/verifier/extract.py).
+(the rules in grpo_train/verifier/api.py; used by grpo_train/verifier/extract.py and boxes.py).
 
 Regexes and linear scans only: safe on a 1 MB response.
 """
@@ -199,7 +199,7 @@ def retracts(gap: str) -> bool:
 def same_answer(first: str, second: str) -> bool:
     """Whether two boxes of one response agree (same text, or same number: 15\\frac{39}{40} and 639/40)."""
     if first == second:
-        return True  # one box, compared with itself by _boxed_answer
+        return True  # one box, compared with itself by boxes.py's boxed_answer
     numbers = as_number(clean(first)), as_number(clean(second))
     same_number = None not in numbers and numbers[0].value == numbers[1].value
     return same_number or canonical(first) == canonical(second)

@@ -54,7 +54,8 @@ DEGREES = "Convert $\\frac{\\pi}{6}$ radians to degrees."
 GIVEN = "Given $p + q + r = 0$ and $pqr = 4$, find the sum $p + q + r$."
 
 RULES: tuple[Rule, ...] = (
-    # Extraction (extract.py), in the order it looks: boxes, then statements, then their agreement.
+    # Extraction (extract.py, its box rules in boxes.py), in the order it looks: boxes, then statements, then their
+    # agreement.
     Rule("too_many_boxes", "extract", "more boxes than MAX_BOXES: spam, not an answer",
          Example("\\boxed{5} " * 2000, "5"), Example("\\boxed{5}", "5")),
     Rule("boxes_disagree", "extract", "different boxed answers (or a box in a box) with no retraction between (C2)",

@@ -105,16 +105,23 @@ def keep_freed_host_memory() -> bool:
     return all(libc.mallopt(param, value) == 1 for param, value in _HOST_MALLOC.items())
 
 
+def _config_or_none(args: argparse.Namespace, program: str):
+    """load_config(args.config, args.overrides), or None after one line on stderr naming the problem."""
+    try:
+        return load_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"{program}: config error: {err}", file=sys.stderr)
+        return None
+
+
 def train_main(argv: list[str] | None = None) -> int:
     keep_freed_host_memory()  # first: before torch is imported and allocates
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in SUBCOMMANDS:
         return SUBCOMMANDS[argv[0]](argv[1:])
     args = _train_parser().parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-    except ConfigError as err:
-        print(f"grpo-train: config error: {err}", file=sys.stderr)
+    cfg = _config_or_none(args, "grpo-train")
+    if cfg is None:
         return 2
     if args.print_config or args.explain or args.gpu_gib is not None:
         if args.gpu_gib is not None and args.gpu_gib <= 0:
@@ -311,10 +318,8 @@ def _serve_parser() -> argparse.ArgumentParser:
 
 def _serve_main(argv: list[str]) -> int:
     args = _serve_parser().parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-    except ConfigError as err:
-        print(f"grpo-train serve-rollout: config error: {err}", file=sys.stderr)
+    cfg = _config_or_none(args, "grpo-train serve-rollout")
+    if cfg is None:
         return 2
     import torch
 

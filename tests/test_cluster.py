@@ -171,13 +171,19 @@ def test_train_sh_under_torchrun_with_two_ranks():
     assert not re.search(r"^#    8 ", result.stdout, re.M)
 
 
-def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
-    # Stand-ins for srun (drops its options, runs the command) and scontrol (expands the node list).
-    (tmp_path / "srun").write_text('#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
-    (tmp_path / "scontrol").write_text("#!/usr/bin/env bash\nprintf 'gpu-a01\\ngpu-a02\\n'\n")
+def _slurm_stand_ins(folder: Path, nodes: list[str]) -> str:
+    """Stand-ins for srun (drops its options, runs the command) and scontrol (prints `nodes`, the expanded node
+    list) in `folder`; returns a PATH that finds them first."""
+    (folder / "srun").write_text('#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    (folder / "scontrol").write_text("#!/usr/bin/env bash\nprintf '%s\\n' " + " ".join(nodes) + "\n")
     for tool in ("srun", "scontrol"):
-        (tmp_path / tool).chmod(0o755)
-    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "4242",
+        (folder / tool).chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
+    env = {"PATH": _slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02"]), "SLURM_SUBMIT_DIR": str(REPO),
+           "SLURM_JOB_ID": "4242",
            "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"}
     result = _run(["bash", "scripts/launch/slurm_train.sbatch", "--dry-run", "--config",
                    "configs/qwen2.5-math-7b-math.yaml"], env)
@@ -195,12 +201,9 @@ def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
 
 
 def test_slurm_split_script_serves_on_the_first_node_and_trains_on_the_others(tmp_path):
-    # The same stand-ins for srun and scontrol as above; 3 nodes of 4 GPUs: 4 servers on gpu-a01, learners on the rest.
-    (tmp_path / "srun").write_text('#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
-    (tmp_path / "scontrol").write_text("#!/usr/bin/env bash\nprintf 'gpu-a01\\ngpu-a02\\ngpu-a03\\n'\n")
-    for tool in ("srun", "scontrol"):
-        (tmp_path / tool).chmod(0o755)
-    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "77",
+    # 3 nodes of 4 GPUs: 4 servers on gpu-a01, the learners on the rest.
+    env = {"PATH": _slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02", "gpu-a03"]), "SLURM_SUBMIT_DIR": str(REPO),
+           "SLURM_JOB_ID": "77",
            "SLURM_JOB_NODELIST": "gpu-a[01-03]", "SLURM_GPUS_ON_NODE": "4"}
     result = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"], env)
     assert result.returncode == 0, result.stderr
@@ -210,11 +213,10 @@ def test_slurm_split_script_serves_on_the_first_node_and_trains_on_the_others(tm
             "-m grpo_train --config configs/tiny-cpu.yaml rollout.placement=servers") in learner
     urls = ",".join(f"http://gpu-a01:{8000 + i}" for i in range(4))
     assert learner.replace("\\", "").endswith(f"rollout.servers.urls=[{urls}] run.resume=auto")
-    (tmp_path / "one").mkdir()  # a one-node job: no node left for the learner
-    (tmp_path / "one" / "scontrol").write_text("#!/usr/bin/env bash\necho gpu-a01\n")
-    (tmp_path / "one" / "scontrol").chmod(0o755)
+    one = tmp_path / "one"  # a one-node job: no node left for the learner
+    one.mkdir()
     one_node = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"],
-                    {**env, "PATH": f"{tmp_path / 'one'}:{env['PATH']}", "SLURM_JOB_NODELIST": "gpu-a01"})
+                    {**env, "PATH": _slurm_stand_ins(one, ["gpu-a01"]), "SLURM_JOB_NODELIST": "gpu-a01"})
     assert one_node.returncode == 2 and "needs 2 nodes or more" in one_node.stderr
 
 

@@ -163,13 +163,14 @@ class ServerEngine:
             raise TypeError("ServerEngine.load_weights takes the learner's PolicyWeights (grpo_train/weights.py): "
                             "the transfer declares names, dtypes and shapes before the tensors")
         source = LearnerSource(named_tensors, self.dtype)
+        pushed = sum(m.dtype.itemsize * math.prod(m.shape) for m in source.metadata())  # bytes per server (rank 0's)
         for i, (url, size) in enumerate(zip(self.urls, self.world_sizes, strict=True)):
             try:
                 if len(self.transfers) == i:  # the first push: the rendezvous with the server's workers
                     self.transfers.append(open_transfer(url, size, rank=self.rank, timeout_s=self.timeout_s))
                 self.transfers[i].source = source
                 self.transfers[i].send_weights()
-                self.sent_bytes += sum(m.dtype.itemsize * math.prod(m.shape) for m in source.metadata())  # rank 0's
+                self.sent_bytes += pushed
             except TransferError as err:  # an HTTP route failed or ran past its deadline; the message names it
                 raise ServerError(str(err)) from None
             except RuntimeError as err:  # the gloo group's deadline, or the server's side of it

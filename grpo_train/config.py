@@ -196,6 +196,10 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("rollout.servers.devices", not (r.servers.devices and r.servers.urls),
          "applies to the servers the run starts: leave it empty with rollout.servers.urls"),
         ("rollout.servers.timeout_s", r.servers.timeout_s > 0.0, "must be > 0"),
+        ("rollout.servers.on_failure", r.servers.on_failure in ("wait", "others", "stop"),
+         "must be wait, others or stop"),
+        ("rollout.servers.on_failure", r.servers.on_failure != "others" or max(len(r.servers.urls), r.servers.count)
+         >= 2 or r.placement == "colocated", "needs two or more servers (rollout.servers.count or urls)"),
         ("reward.timeout_s", c.reward.timeout_s > 0.0, "must be > 0"),
         ("reward.num_workers", c.reward.num_workers >= 1, "must be >= 1"),
         ("reward.max_failure_fraction", 0.0 <= c.reward.max_failure_fraction <= 1.0, "must be in [0, 1]"),

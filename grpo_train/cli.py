@@ -145,7 +145,7 @@ def train_main(argv: list[str] | None = None) -> int:
     from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
     from grpo_train.prompts import PromptTooLongError
-    from grpo_train.rollout.servers import ServerError
+    from grpo_train.rollout.server_launch import ServerError
     from grpo_train.run_dir import RunDirError, remove_if_left_empty
     from grpo_train.trainer import train
 
@@ -324,7 +324,7 @@ def _serve_main(argv: list[str]) -> int:
     import torch
 
     from grpo_train.models import ModelNotFoundError, resolve_model
-    from grpo_train.rollout.servers import server_command, server_env
+    from grpo_train.rollout.server_launch import server_command, server_env
 
     try:
         model_path = resolve_model(cfg.model.name_or_path)

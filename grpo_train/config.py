@@ -179,12 +179,9 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
          "needs an off-policy correction for the tokens older weights sampled: algorithm.tis_cap >= 1, "
          "algorithm.seq_correction truncate or mask, or seq_correction auto (which picks tis_cap 2 unless "
          "rollout.top_p / top_k truncate the sampling)"),
-        # Rollout servers (grpo_train/rollout/servers.py): part 1 of issue 42 is the synchronous loop on vLLM servers.
+        # Rollout servers (grpo_train/rollout/servers.py; asynchronous: server_pool.py).
         ("rollout.placement", r.placement == "colocated" or r.engine == "vllm",
          "servers needs rollout.engine vllm (the servers are vLLM's own)"),
-        ("rollout.placement", r.placement == "colocated" or r.max_staleness == 0,
-         "servers runs the synchronous loop only for now: set rollout.max_staleness 0 (asynchronous rollouts over "
-         "servers, with /pause keep around the weight transfer, are not built yet)"),
         ("rollout.servers.count", r.servers.count >= 1, "must be >= 1"),
         ("rollout.servers.urls", all(u.startswith(("http://", "https://")) for u in r.servers.urls),
          "must be http://host:port addresses of running vLLM servers"),

@@ -140,7 +140,8 @@ class RolloutConfig:
                             "synchronous loop (a step generates and trains its own groups). k >= 1: asynchronous, "
                             "partial rollouts: (k + 1) x prompts_per_step groups stay in flight, a step trains the "
                             "groups due at it and pauses the rest, which go on under the new weights "
-                            "(docs/algorithm.md#asynchronous-grpo). Needs rollout.engine vllm and an off-policy "
+                            "(docs/algorithm.md#asynchronous-grpo; on rollout servers they go on generating through "
+                            "the update). Needs rollout.engine vllm and an off-policy "
                             "correction (algorithm.seq_correction auto picks algorithm.tis_cap 2)")
 
 

@@ -326,6 +326,7 @@ class Learner:
         # The U-statistic monitor's per-sequence score sketches, read from hooks during the update's backward.
         self.score_sketch = ScoreSketch.for_config(self.module, cfg, self.share_prompts)
         self.skipped_nonfinite = 0
+        self.updates = 0  # GRPO updates applied (one per step; restored on resume): the weights' version
         self.basic_grad_norm: float | None = None
 
     def _reference(self, model_path: str) -> torch.nn.Module:
@@ -363,7 +364,7 @@ class Learner:
         """The policy's weights as (HF checkpoint name, full tensor), LoRA adapters merged: what the rollout engine
         loads after each update (with their declaration, `metadata()`, for a rollout server's weight transfer).
         Collective under ZeRO-3: every rank must consume each pass."""
-        return PolicyWeights(self.module)
+        return PolicyWeights(self.module, version=self.updates)
 
     def save_checkpoint(self, run_dir: Path, step: int, trainer_state: dict, keep_last: int) -> Path:
         """Collective: this step's checkpoint (DeepSpeed state, an HF folder of the policy, `trainer_state` plus the
@@ -378,6 +379,7 @@ class Learner:
         (the trainer's part: step, data position, config, ...)."""
         state = checkpoint.load_checkpoint(ckpt, self.engine)
         self.skipped_nonfinite = state["skipped_nonfinite"]
+        self.updates = int(state["step"])
         return state
 
     def take_score_sketches(self, num_sequences: int) -> tuple[Tensor, Tensor]:
@@ -428,6 +430,7 @@ class Learner:
                 for key, value in stats.items():
                     totals[key] = totals.get(key, 0.0) + value
                     steps[key] = steps.get(key, 0) + 1
+        self.updates += 1
         return {key: value / steps[key] for key, value in totals.items()}
 
     def _optimizer_step(self, batch: UpdateBatch, index: Tensor) -> dict[str, float]:

@@ -307,7 +307,7 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     metrics.update(record.ustat)
     metrics.update({name: all_reduce_max(gib) for name, gib in record.memory_gib.items()})
     if record.phase is not None:
-        metrics.update(pool_metrics(record, step, cfg.rollout.max_staleness))
+        metrics.update(pool_metrics(record, step, cfg.rollout.max_staleness, cfg.rollout.placement == "colocated"))
     if record.servers:  # where the time went with rollout servers; the servers idle while the learner works
         metrics.update(global_means({
             **{name: (value, 1) for name, value in record.servers.items()},
@@ -324,10 +324,10 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     return metrics
 
 
-def pool_metrics(record: StepRecord, step: int, max_staleness: int) -> dict[str, float]:
+def pool_metrics(record: StepRecord, step: int, max_staleness: int, colocated: bool) -> dict[str, float]:
     """rollout/ metrics of the rollout pool (docs/metrics.md): the staleness of the trained tokens (versions behind
-    the learner before this update, step - 1) with its histogram, the phase's work, and the engine's idle time
-    (colocated: the learner's phases). Collective."""
+    the learner before this update, step - 1) with its histogram, the phase's work, and the colocated engine's idle
+    time (the learner's phases; rollout servers: perf/server_idle_s). Collective."""
     trained = record.first if record.sampled is None else record.sampled.kept
     ages = staleness(trained.rollouts, step - 1)
     phase = record.phase
@@ -340,7 +340,7 @@ def pool_metrics(record: StepRecord, step: int, max_staleness: int) -> dict[str,
         "rollout/pool_groups": (phase.pool_groups, 1),
         "rollout/phase_tokens": (phase.tokens, 1),
         "rollout/engine_steps": (phase.engine_steps, 1),
-        "perf/engine_idle_s": (record.seconds["step"] - phase.seconds, 1),
+        **({"perf/engine_idle_s": (record.seconds["step"] - phase.seconds, 1)} if colocated else {}),
     })
     metrics["rollout/staleness_max"] = all_reduce_max(max(ages, default=0))
     return metrics

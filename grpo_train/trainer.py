@@ -36,7 +36,15 @@ from grpo_train.plot import plot_run
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.pool import VerifierPool
-from grpo_train.rollout import EngineRanks, RolloutPool, SamplingSpec, make_engine, rollout_seed, token_staleness
+from grpo_train.rollout import (
+    EngineRanks,
+    RolloutPool,
+    SamplingSpec,
+    ServerPool,
+    make_engine,
+    rollout_seed,
+    token_staleness,
+)
 from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.step import (
     FailureReports,
@@ -107,8 +115,10 @@ def train(cfg: Config) -> Path:
     tools = RolloutTools(engine, verifier, tokenizer, renderer, engine_ranks, cfg.rollout, cfg.reward,
                          max_prompt_tokens=cfg.model.max_model_len - cfg.rollout.max_tokens)
     failures = FailureReports(logger)  # each reward function's first failure printed, in training and in eval
-    # rollout.max_staleness >= 1: the groups this rank's engine keeps in flight across steps (partial rollouts)
-    pool = None if cfg.rollout.max_staleness == 0 else RolloutPool(
+    # rollout.max_staleness >= 1: the groups this rank's engine keeps in flight across steps (partial rollouts;
+    # on rollout servers they go on generating through the update)
+    pool_kind = ServerPool if cfg.rollout.placement == "servers" else RolloutPool
+    pool = None if cfg.rollout.max_staleness == 0 else pool_kind(
         engine, SamplingSpec.from_config(cfg.rollout, n=a.group_size, seed=0), a.group_size,
         a.prompts_per_step // engine_ranks.count, cfg.rollout.max_staleness)
     # Recomputed only when the update takes several optimizer steps: with one, the learner before it is the policy

@@ -36,10 +36,12 @@ def hf_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
 
 class PolicyWeights:
     """The learner's weights as `hf_weights` yields them, iterable any number of times (each pass walks the model as
-    it is then), with `metadata()`: what a pass will yield, declared up front."""
+    it is then), with `metadata()`: what a pass will yield, declared up front. `version`: the GRPO updates the
+    weights have had (a rollout server labels the tokens it samples with it: rollout/server_pool.py)."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, version: int = 0) -> None:
         self.model = model
+        self.version = version
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
         return hf_weights(self.model)

@@ -161,7 +161,7 @@ def test_serve_rollout_prints_the_server_a_run_would_start(capsys):
     import shlex
 
     from grpo_train.config import load_config
-    from grpo_train.rollout.servers import server_command
+    from grpo_train.rollout.server_launch import server_command
 
     assert train_main(["serve-rollout", "--config", TINY, "--print", "--port", "8123", "model.max_model_len=256"]) == 0
     printed = shlex.split(capsys.readouterr().out)

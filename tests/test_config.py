@@ -385,15 +385,15 @@ def test_max_staleness_needs_the_vllm_engine_and_an_off_policy_correction():
 
 
 def test_rollout_servers_are_configured_or_refused_naming_the_key():
-    """rollout.placement servers (grpo_train/rollout/servers.py): the keys parse, and what part 1 of issue 42 does not
-    run yet, or cannot run, is refused before anything loads."""
+    """rollout.placement servers (grpo_train/rollout/servers.py): the keys parse, asynchronous rollouts included, and
+    what cannot run is refused before anything loads."""
     cfg = load_config(None, ["rollout.placement=servers", "rollout.servers.urls=[http://node7:8000]",
                              "rollout.servers.timeout_s=30"])
     assert (cfg.rollout.placement, cfg.rollout.servers.urls, cfg.rollout.servers.timeout_s) == (
         "servers", ["http://node7:8000"], 30.0)
     assert load_config(None, []).rollout.placement == "colocated"
+    assert load_config(None, ["rollout.placement=servers", "rollout.max_staleness=2"]).rollout.max_staleness == 2
     for overrides, message in [
-        (["rollout.max_staleness=1"], "rollout.placement: 'servers' servers runs the synchronous loop only"),
         (["rollout.engine=hf"], "rollout.placement: 'servers' servers needs rollout.engine vllm"),
         (["rollout.servers.count=0"], "rollout.servers.count: 0 must be >= 1"),
         (["rollout.servers.urls=[node7:8000]"], "rollout.servers.urls: .* must be http://host:port addresses"),

@@ -150,13 +150,13 @@ def test_deepspeed_builds_fused_adamw_from_our_gpu_optimizer_block(monkeypatch):
 
 
 def test_a_gpu_rollout_servers_command_parses_with_the_nccl_transfer():
-    """placement servers on GPUs: `vllm serve` as servers.server_command builds it, read by vLLM's own parser."""
+    """placement servers on GPUs: `vllm serve` as server_launch.server_command builds it, read by vLLM's own parser."""
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from grpo_train.config import load_config
-    from grpo_train.rollout.servers import SERVER_GPU_MEMORY_UTILIZATION, server_command
+    from grpo_train.rollout.server_launch import SERVER_GPU_MEMORY_UTILIZATION, server_command
 
     cfg = load_config(None, ["rollout.placement=servers", "rollout.tensor_parallel_size=2", "model.dtype=bfloat16",
                              "model.max_model_len=4096"])

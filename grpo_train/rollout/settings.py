@@ -11,7 +11,7 @@ def llm_args(model_path: str, *, dtype: str, max_model_len: int, seed: int, cpu_
              gpu_memory_utilization: float, tensor_parallel_size: int, enable_sleep_mode: bool, on_gpu: bool,
              world_size: int) -> dict:
     """The keyword arguments of `vllm.LLM` for a colocated engine, and a rollout server's `vllm serve` flags
-    (servers.server_command); tests/test_gpu_api.py checks the GPU set against the installed vLLM's EngineArgs."""
+    (server_launch.server_command); tests/test_gpu_api.py checks the GPU set against the installed vLLM's EngineArgs."""
     args = dict(model=model_path, dtype=dtype, max_model_len=max_model_len, seed=seed,
                 tensor_parallel_size=tensor_parallel_size, logprobs_mode="processed_logprobs",
                 use_tqdm_on_load=False)  # a progress bar per engine start; the run's log has no use for it

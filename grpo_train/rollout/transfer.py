@@ -191,6 +191,7 @@ class LearnerSource(WeightSource):
     def __init__(self, weights, dtype: torch.dtype) -> None:
         self.weights = weights
         self.dtype = dtype
+        self.version = getattr(weights, "version", 0)  # the GRPO updates they have had
 
     def _wire(self, dtype: torch.dtype) -> torch.dtype:
         return self.dtype if dtype.is_floating_point else dtype
@@ -285,6 +286,7 @@ class ServersClient:
 
     def __init__(self, clients: list[ServerClient], skip: dict[int, str]) -> None:
         self.clients, self.skip = clients, skip
+        self.weight_version: str | None = None  # the label finish_weight_update gives the weights being sent
 
     def _each(self, call) -> None:
         targets = [i for i in range(len(self.clients)) if i not in self.skip]
@@ -301,7 +303,9 @@ class ServersClient:
         self._each(lambda c: c.update_weights(update_info))
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
-        self._each(lambda c: c.finish_weight_update(weight_version))
+        # vLLM's send_weights gives no version; the servers then label every token they sample with ours.
+        version = weight_version if weight_version is not None else self.weight_version
+        self._each(lambda c: c.finish_weight_update(version))
 
     def shutdown_weight_transfer_engine(self) -> None:
         self._each(lambda c: c.shutdown_weight_transfer_engine())
@@ -329,7 +333,9 @@ class ServersTransfer(NCCLTrainerWeightTransferEngine):
                 self.members[i].shutdown()
             self.members[i] = None
 
-    def send(self, source: WeightSource, only: set[int] | None = None) -> dict[int, str]:
+    def send(self, source: WeightSource, only: set[int] | None = None, version: str | None = None) -> dict[int, str]:
+        """`version`: the label the servers give the tokens sampled with these weights (vLLM's weight_versions)."""
+        self.client.weight_version = version
         targets = set(range(len(self.urls))) if only is None else only
         self.skip.clear()
         self.skip.update({i: "" for i in range(len(self.urls)) if i not in targets})

@@ -53,7 +53,9 @@ def result(run_dir: Path, warmup: int) -> dict:
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     rollouts = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
     tokens = [r["train/completion_len_mean"] * rollouts for r in measured]
-    idle = [r.get("perf/engine_idle_s", r["perf/step_s"] - r["perf/rollout_s"]) for r in measured]
+    # rollout servers: the servers' idle time; colocated k >= 1: the engine's; colocated k = 0: all but the rollout
+    idle = [r.get("perf/server_idle_s", r.get("perf/engine_idle_s", r["perf/step_s"] - r["perf/rollout_s"]))
+            for r in measured]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     return {
         "run_dir": str(run_dir), "steps": len(steps), "measured_steps": len(measured),

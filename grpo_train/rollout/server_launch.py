@@ -51,6 +51,16 @@ def healthy(url: str) -> bool:
         return False
 
 
+def await_health(url: str, timeout_s: float) -> bool:
+    """Wait until the server at `url` answers /health (True), or `timeout_s` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not healthy(url):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(START_POLL_S * 4)
+    return True
+
+
 def call_server(method: str, url: str, path: str, timeout_s: float, what: str, **kwargs) -> requests.Response:
     """One HTTP request to a server, its failure an error naming the server, the route and the deadline."""
     try:

@@ -63,11 +63,10 @@ from grpo_train.config import Config, ConfigError
 from grpo_train.models import resolve_model
 from grpo_train.rollout.records import Rollout, SamplingSpec, rollout_seed
 from grpo_train.rollout.server_launch import (
-    START_POLL_S,
     ServerError,
+    await_health,
     call_server,
     check_server,
-    healthy,
     learner_device,
     note,
     start_server,
@@ -134,6 +133,7 @@ class ServerEngine:
         # Per server, the times it was brought back or left out: a request sent before then knows to go again.
         self.recoveries = [0] * len(urls)
         self.weights = None  # the last weights pushed (transfer.LearnerSource), for a server brought back
+        self.weight_bytes = 0  # theirs, in the servers' dtype: what one server receives
         self.lost = 0  # servers lost since take_times()
         self.requests_sent = 0  # request ids of their own for the requests without one
         # Threads are started as requests need them: a rollout pool keeps (k + 1) x B x G requests in flight.
@@ -276,12 +276,9 @@ class ServerEngine:
         if self.restart is not None:
             self.processes[server], self.urls[server] = self.restart(server, self.processes[server])
         else:
-            deadline = time.monotonic() + self.timeout_s
-            while not healthy(self.urls[server]):
-                if time.monotonic() > deadline:
-                    raise ServerError(f"rollout server {self.urls[server]} was lost and did not answer /health again "
-                                      f"within rollout.servers.timeout_s = {self.timeout_s:g} s")
-                time.sleep(START_POLL_S * 4)
+            if not await_health(self.urls[server], self.timeout_s):
+                raise ServerError(f"rollout server {self.urls[server]} was lost and did not answer /health again "
+                                  f"within rollout.servers.timeout_s = {self.timeout_s:g} s")
         if self.weights is not None:
             lost = self._send({server})
             if lost:
@@ -320,6 +317,7 @@ class ServerEngine:
             raise TypeError("ServerEngine.load_weights takes the learner's PolicyWeights (grpo_train/weights.py): "
                             "the transfer declares names, dtypes and shapes before the tensors")
         self.weights = LearnerSource(named_tensors, self.dtype)
+        self.weight_bytes = sum(m.dtype.itemsize * math.prod(m.shape) for m in self.weights.metadata())  # per server
         targets = {i for i, up in enumerate(self.alive) if up}
         lost = {} if self.rank else self._post_each("/pause?mode=keep", "pausing generation for the weight update")
         lost.update(self._send(targets - set(lost)))
@@ -346,8 +344,7 @@ class ServerEngine:
         if self.transfer is None:
             self.transfer = ServersTransfer(self.urls, self.world_sizes, rank=self.rank, timeout_s=self.timeout_s)
         lost = self.transfer.send(self.weights, only=servers, version=str(self.weights.version))
-        per_server = sum(m.dtype.itemsize * math.prod(m.shape) for m in self.weights.metadata())
-        self.sent_bytes += per_server * (len(servers) - len(lost))
+        self.sent_bytes += self.weight_bytes * (len(servers) - len(lost))
         return lost
 
     def sleep(self) -> None:

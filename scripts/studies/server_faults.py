@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from grpo_train.distributed import free_port  # noqa: E402
 from grpo_train.metrics import read_jsonl  # noqa: E402
+from grpo_train.rollout.server_launch import await_health  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SCENARIOS = ("restart", "url", "others")
@@ -44,20 +45,6 @@ def _leaders(log: Path) -> list[int]:
     if not log.exists():
         return []
     return [int(pid) for pid in re.findall(r"Started server process \[(\d+)\]", log.read_text())]
-
-
-def _wait_health(url: str, timeout_s: float) -> None:
-    import requests
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(1)
-    raise SystemExit(f"{url} did not answer /health within {timeout_s:g} s")
 
 
 def scenario(name: str, config: Path, steps: int, kill_after: int, out: Path) -> dict:
@@ -72,7 +59,8 @@ def scenario(name: str, config: Path, steps: int, kill_after: int, out: Path) ->
     if name == "url":
         outside = subprocess.Popen(serve, stdout=outside_log.open("a"), stderr=subprocess.STDOUT,
                                    start_new_session=True)
-        _wait_health(f"http://127.0.0.1:{port}", 300)
+        if not await_health(f"http://127.0.0.1:{port}", 300):
+            raise SystemExit(f"the rollout server on port {port} did not answer /health within 300 s")
         overrides.append(f"rollout.servers.urls=[http://127.0.0.1:{port}]")
     elif name == "others":
         overrides += ["rollout.servers.count=2", "rollout.servers.on_failure=others"]

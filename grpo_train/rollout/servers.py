@@ -209,7 +209,7 @@ class ServerEngine:
         self._busy(server, sent.request_id, True)
         try:
             return call_server("POST", url, "/inference/v1/generate", sent.read_s or self.timeout_s,
-                         f"generating {sent.spec.n} completion(s)", json=body).json()
+                               f"generating {sent.spec.n} completion(s)", json=body).json()
         finally:
             self._busy(server, sent.request_id, False)
 
@@ -252,12 +252,12 @@ class ServerEngine:
         if self.on_failure == "others":
             self.alive[server] = False
             note(f"{err}\n  -> rollout.servers.on_failure others: leaving {self.urls[server]} out for the rest of "
-                  f"the run; its requests go to the other servers")
+                 f"the run; its requests go to the other servers")
             return self._another(server, err)
         what = "restarting it" if self.restart is not None else (
             f"waiting up to rollout.servers.timeout_s = {self.timeout_s:g} s for it to answer again")
         note(f"{err}\n  -> rollout.servers.on_failure wait: {what}, then pushing it the learner's weights and "
-              "sending its requests again")
+             "sending its requests again")
         self._bring_back(server)
         note(f"rollout server {self.urls[server]} is back with the learner's weights")
         return server
@@ -360,7 +360,7 @@ class ServerEngine:
             if ids and self.alive[server] and not self.processes:
                 with contextlib.suppress(ServerError):  # best effort: the run is ending
                     call_server("POST", url, "/abort_requests", 30.0, "aborting this run's requests",
-                          json={"request_ids": ids})
+                                json={"request_ids": ids})
         if self.transfer is not None:
             self.transfer.shutdown()
             if not self.processes and self.rank == 0:
@@ -368,7 +368,7 @@ class ServerEngine:
                     with contextlib.suppress(ServerError):  # best effort: the run is ending
                         if up:
                             call_server("POST", url, "/shutdown_weight_transfer_engine", 30.0,
-                                  "releasing the weight transfer")
+                                        "releasing the weight transfer")
             self.transfer = None
         self.threads.shutdown(wait=False, cancel_futures=True)
         stop_servers(self.processes)
@@ -421,7 +421,7 @@ def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
         raise
     if world > 1 and s.on_failure != "stop" and rank == 0:
         note(f"rollout.servers.on_failure {s.on_failure}: with {world} learner ranks a lost server stops the run, "
-              "naming it (the ranks do not yet agree on a recovery)")
+             "naming it (the ranks do not yet agree on a recovery)")
 
     def restart(i: int, old: subprocess.Popen) -> tuple[subprocess.Popen, str]:
         """Server i again, after its process (group) is stopped: a new process on a new port, ready."""

@@ -5,6 +5,10 @@
 #   2. the weight-sync check: after one update pushed into vLLM, the learner's log-probs of vLLM's new
 #      samples must match vLLM's own (mean |diff| < 0.05 in bf16), and be further from the samples drawn
 #      before the push (so the check would catch a sync that did nothing).
+#   3. with a second GPU, the split layout: a 3-step run with the learner on GPU 0 and a rollout server (vLLM's
+#      API server, NCCL weight transfer) on the last GPU, asynchronous (rollout.max_staleness 1); every step's
+#      loss finite and the server's log-probs after each transfer the learner's (max |diff| < 0.1 in bf16).
+#      One GPU: skipped, with a line that says so.
 # Prints PASS or FAIL and exits 0 or 1.
 #
 #   scripts/launch/gpu_smoke.sh                                     # uses $PYTHON, else .venv/bin/python, else python3
@@ -76,4 +80,24 @@ print(f"gpu_smoke: mean |learner - vLLM| logprob: after sync {after:.4f}, sample
 sys.exit(0 if after < 0.05 and before > after else 1)
 EOF
 tail -n 1 "$out/sync.log"
+
+gpus=$("$python" -c "import torch; print(torch.cuda.device_count())")
+if [[ $gpus -ge 2 || ${GPU_SMOKE_ALLOW_CPU:-0} == 1 ]]; then
+  devices=$([[ $gpus -ge 2 ]] && echo "[$((gpus - 1))]" || echo "[]")  # on a CPU (the script's own test): none
+  "$python" -m grpo_train --config configs/tiny-cpu.yaml "${overrides[@]}" run.steps=3 run.eval_size=0 \
+    run.check_sync_every=1 rollout.placement=servers rollout.servers.devices="$devices" rollout.max_staleness=1 \
+    run.output_dir="$out/split" > "$out/split.log" 2>&1 || fail "split-layout run failed, see $out/split.log"
+  "$python" - "$out/split/metrics.jsonl" <<'EOF' || fail "split-layout metrics check"
+import json, math, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if "train/loss" in line]
+losses = [r["train/loss"] for r in rows]
+gaps = [r.get("train/sync_logprob_max_diff") for r in rows]
+print(f"gpu_smoke: split layout: losses {losses}; max |server - learner| logprob after each transfer {gaps}; "
+      f"staleness max {[r.get('rollout/staleness_max') for r in rows]}")
+sys.exit(0 if len(losses) == 3 and all(math.isfinite(x) for x in losses)
+         and all(g is not None and g < 0.1 for g in gaps) else 1)
+EOF
+else
+  echo "gpu_smoke: split layout skipped: one GPU (the learner's); it needs a second one for the rollout server"
+fi
 echo "gpu_smoke: PASS (outputs in $out)"

@@ -110,7 +110,9 @@ class ServersConfig:
     devices: list[int] = _f([], "CUDA device ids of the servers the run starts, tensor_parallel_size consecutive ids "
                             "per server; the learner ranks must use other devices. Empty on CPU")
     timeout_s: float = _f(600.0, "deadline of every request to a server and every wait on one (start-up, a batch of "
-                          "completions, a weight transfer); the error names the server")
+                          "completions, a weight transfer; with max_staleness k >= 1, the learner's wait for the "
+                          "groups due at a step, a request in flight having (k + 2) x timeout_s); the error names the "
+                          "server")
     on_failure: str = _f("wait", "a server lost mid-run (its requests or weight transfer failed or ran past "
                          "timeout_s): wait (restart it if the run started it, else wait up to timeout_s for its URL "
                          "to answer again; then push it the learner's weights and send its requests again), others "

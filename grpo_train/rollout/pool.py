@@ -147,10 +147,7 @@ class RolloutPool:
         leave the pool, and what the phase did."""
         started = time.perf_counter()
         version = step - 1
-        due = [g for g in self.groups if g.deadline == step]
-        if len(due) != self.groups_per_step or any(g.deadline < step for g in self.groups):
-            raise RuntimeError(f"rollout pool at step {step}: {len(due)} groups due, expected "
-                               f"{self.groups_per_step}; deadlines {sorted(g.deadline for g in self.groups)}")
+        due = self._due(step)
         phase = Phase(pool_groups=len(self.groups))
         live: dict[str, Completion] = {}
         requests = []
@@ -186,6 +183,14 @@ class RolloutPool:
         phase.problems = [g.problem for g in due]
         phase.seconds = time.perf_counter() - started
         return due, phase
+
+    def _due(self, step: int) -> list[PoolGroup]:
+        """The groups due at `step` (admission order): exactly the step's slots, none left from an earlier step."""
+        due = [g for g in self.groups if g.deadline == step]
+        if len(due) != self.groups_per_step or any(g.deadline < step for g in self.groups):
+            raise RuntimeError(f"rollout pool at step {step}: {len(due)} groups due, expected "
+                               f"{self.groups_per_step}; deadlines {sorted(g.deadline for g in self.groups)}")
+        return due
 
     def _request(self, group: PoolGroup, j: int, completion: Completion) -> StreamRequest:
         if completion.tokens:

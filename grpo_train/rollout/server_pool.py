@@ -66,10 +66,7 @@ class ServerPool(RolloutPool):
         `step` are complete (the servers hold version step - 1). Returns the due groups (admission order), which
         leave the pool, and what the phase did (its seconds: the learner's wait)."""
         started = time.perf_counter()
-        due = [g for g in self.groups if g.deadline == step]
-        if len(due) != self.groups_per_step or any(g.deadline < step for g in self.groups):
-            raise RuntimeError(f"rollout pool at step {step}: {len(due)} groups due, expected "
-                               f"{self.groups_per_step}; deadlines {sorted(g.deadline for g in self.groups)}")
+        due = self._due(step)
         phase = Phase(pool_groups=len(self.groups))
         engine: ServerEngine = self.engine
         for group in sorted(self.groups, key=lambda g: g.number):

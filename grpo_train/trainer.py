@@ -58,6 +58,7 @@ from grpo_train.step import (
     sample_rows,
     seed_everything,
     step_metrics,
+    step_sizes,
     sync_logprob_gap,
     trainer_state,
 )
@@ -115,20 +116,21 @@ def train(cfg: Config) -> Path:
     tools = RolloutTools(engine, verifier, tokenizer, renderer, engine_ranks, cfg.rollout, cfg.reward,
                          max_prompt_tokens=cfg.model.max_model_len - cfg.rollout.max_tokens)
     failures = FailureReports(logger)  # each reward function's first failure printed, in training and in eval
+    # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
+    monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
     # rollout.max_staleness >= 1: the groups this rank's engine keeps in flight across steps (partial rollouts;
     # on rollout servers they go on generating through the update)
+    start_g, start_prompts = step_sizes(a, monitor, None, 1, engine_ranks.count)  # the G and B the run starts at
     pool_kind = ServerPool if cfg.rollout.placement == "servers" else RolloutPool
     pool = None if cfg.rollout.max_staleness == 0 else pool_kind(
-        engine, SamplingSpec.from_config(cfg.rollout, n=a.group_size, seed=0), a.group_size,
-        a.prompts_per_step // engine_ranks.count, cfg.rollout.max_staleness)
+        engine, SamplingSpec.from_config(cfg.rollout, n=start_g, seed=0), start_g,
+        start_prompts // engine_ranks.count, cfg.rollout.max_staleness)
     # Recomputed only when the update takes several optimizer steps: with one, the learner before it is the policy
     # whose ratio the loss takes (also asynchronous: the proximal policy; sampler log-probs weight the older tokens).
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
     save_run_config(cfg, run_dir, rank)  # start-up passed: from here on the folder holds this run
     logger.prompts(first_prompts, f"data.template {cfg.data.template}" + (
         f", data.template_file {cfg.data.template_file}" if cfg.data.template_file else ""))
-    # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
-    monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
     peaks = PhasePeaks()  # GPU: the allocator's peak in each phase (memory/ metrics, checked against memory.py)
 
     # ------------------------------------------------------------------------------------------------
@@ -167,13 +169,18 @@ def train(cfg: Config) -> Path:
         peaks.start()
         seconds: dict[str, float] = {}  # perf/<phase>_s
         # --------------------------------------------------------------------------------------------
-        # 0. Group size: with group_size auto, every K steps the G of smallest predicted gradient MSE
-        group_size, prompts_per_step = a.group_size, a.prompts_per_step
+        # 0. Group size: with group_size auto, every K steps the G of smallest predicted gradient MSE (with a rollout
+        # pool, for the groups due from step + k on: those due before are in flight with the G they were admitted
+        # with)
         if monitor is not None:
             reason = monitor.choose_group_size(step)
             if reason is not None:
-                logger.print(f"group_size auto: {reason}")
-            group_size, prompts_per_step = monitor.group_size, monitor.prompts_per_step
+                logger.print(f"group_size auto: {reason}" + (
+                    f" (groups due from step {step + cfg.rollout.max_staleness} on)" if pool is not None else ""))
+                if pool is not None:
+                    pool.resize(monitor.group_size, monitor.prompts_per_step // engine_ranks.count,
+                                step + cfg.rollout.max_staleness)
+        group_size, prompts_per_step = step_sizes(a, monitor, pool, step, engine_ranks.count)
 
         # --------------------------------------------------------------------------------------------
         # 1-3. Prompts, rollout and reward: G completions per prompt with the sampler's log-probs, each verified
@@ -189,7 +196,7 @@ def train(cfg: Config) -> Path:
         else:
             # Asynchronous (rollout.max_staleness k >= 1): new prompts join the pool of groups in flight; the engine
             # runs them all until the groups due at this step are complete, and pauses the others (rollout/pool.py).
-            first, phase, seconds["reward"] = pooled_round(tools, pool, sampler, prompts_per_step, cfg.run.seed, step)
+            first, phase, seconds["reward"] = pooled_round(tools, pool, sampler, cfg.run.seed, step)
             engine_problems, seconds["rollout"] = phase.problems, phase.seconds
         failures.check_step(first.scores, verifier.functions, cfg.reward.max_failure_fraction, step)
 

@@ -372,11 +372,12 @@ def test_max_staleness_needs_the_vllm_engine_and_an_off_policy_correction():
     assert load_config(None, ["rollout.max_staleness=2", "algorithm.seq_correction=mask"]).algorithm.tis_cap == 0.0
     assert load_config(None, []).algorithm.tis_cap == 0.0
     assert load_config(None, ["rollout.max_staleness=1", "algorithm.dynamic_sampling=dapo"]).rollout.max_staleness == 1
+    auto = load_config(None, ["rollout.max_staleness=1", "algorithm.group_size=auto", "algorithm.rollouts_per_step=16"])
+    assert auto.algorithm.group_size_auto and auto.rollout.max_staleness == 1  # each choice applies k steps later
     for overrides, message in [
         (["algorithm.seq_correction=none"], "needs an off-policy correction"),
         (["rollout.top_p=0.9"], "needs an off-policy correction"),
         (["rollout.engine=hf"], "needs rollout.engine vllm"),
-        (["algorithm.group_size=auto", "algorithm.rollouts_per_step=16"], "cannot go with algorithm.group_size auto"),
     ]:
         with pytest.raises(ConfigError, match=f"rollout.max_staleness: 1 {message}"):
             load_config(None, ["rollout.max_staleness=1", *overrides])

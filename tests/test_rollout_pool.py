@@ -125,3 +125,37 @@ def test_the_pool_refuses_what_it_cannot_hold():
     pool = RolloutPool(RandomLengthEngine(), SamplingSpec(n=2, temperature=1.0), 2, 2, max_staleness=1)
     with pytest.raises(ValueError, match="pool is full at step 1"):
         pool.admit(problems(5), [[1]] * 5, step=1, seed=0)
+
+
+def test_a_new_group_size_applies_from_the_first_deadline_without_groups_in_flight():
+    """algorithm.group_size auto with k >= 1: a G chosen at step s (with B = N / G) applies to the groups due from
+    s + k on; those due at s .. s + k - 1 are in flight with the G they were admitted with and are trained with it.
+    The sizes go through the pool's state (a checkpoint)."""
+    k, budget = 2, 12
+    spec = SamplingSpec(n=4, temperature=1.0, max_tokens=20)
+    pool = RolloutPool(RandomLengthEngine(16), spec, group_size=4, groups_per_step=budget // 4, max_staleness=k)
+    data = problems(200)
+    choices = {3: 6, 4: 2, 7: 4}  # step -> G chosen there
+    trained = {}
+    for step in range(1, 12):
+        if step in choices:
+            pool.resize(choices[step], budget // choices[step], step + k)
+            with pytest.raises(ValueError, match="already in flight"):
+                pool.resize(3, 4, step + k - 1)  # a deadline whose groups were admitted
+        if step == 6:
+            state = json.loads(json.dumps(pool.state_dict()))
+            pool2 = RolloutPool(RandomLengthEngine(16), spec, group_size=4, groups_per_step=3, max_staleness=k)
+            pool2.load_state_dict(state, {p.uid: p for p in data})
+            assert pool2.sizes == pool.sizes and [pool2.sizes_at(d) for d in range(12)] == [
+                pool.sizes_at(d) for d in range(12)]
+        free = pool.open_slots(step)
+        start = pool.admitted
+        new = data[start: start + sum(free.values())]
+        pool.admit(new, [[7, 8, i] for i in range(len(new))], step, seed=step)
+        due, _ = pool.run(step)
+        trained[step] = {len(g.completions) for g in due}, len(due)
+        assert all(len(g.rollouts(0)) == len(g.completions) for g in due)
+    # G in force: 4 until step 4 (= 2 + k), 6 at step 5 (3 + k), 2 from step 6 (4 + k) to 8, 4 from step 9 (7 + k).
+    want = {s: 4 if s < 5 else 6 if s == 5 else 2 if s < 9 else 4 for s in range(1, 12)}
+    assert trained == {s: ({g}, budget // g) for s, g in want.items()}
+    assert [pool.sizes_at(s) for s in range(1, 12)] == [(g, budget // g) for g in want.values()]

@@ -73,3 +73,32 @@ def test_resume_reproduces_the_group_size_trajectory(tmp_path):
     plot_run(straight)  # the monitor's row of curves.png from real metrics
     assert (straight / "curves.png").stat().st_size > 0
     assert load_config(str(straight / "config.yaml")).algorithm.group_size_auto
+
+
+@pytest.mark.slow
+def test_group_size_auto_with_rollouts_in_flight_applies_each_choice_k_steps_later_and_resumes_exactly(tmp_path):
+    """group_size auto with rollout.max_staleness 1, starting at G = 4 and choosing at every step: a G chosen at step
+    s is trained from step s + 1 (the groups due at s were in flight with the G they were admitted with). Four steps
+    straight, and a run resumed from the step-2 checkpoint for steps 3-4: the same G, losses and choices (the pool's
+    sizes are in its checkpointed state)."""
+    k = 1
+    args = [*AUTO, "algorithm.group_size=4", "algorithm.group_size_auto=true", f"rollout.max_staleness={k}"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run(["--config", str(TINY), f"run.output_dir={straight}", "run.steps=4", *args])
+    checkpoint = straight / "checkpoints" / "step-000002"
+    run(["--config", str(TINY), f"run.output_dir={resumed}", "run.steps=4", f"run.resume={checkpoint}", *args])
+    want, got = train_rows(straight), train_rows(resumed)
+    choices = {c["step"]: c["group_size"] for c in trainer_state(straight, 4)["ustat"]["choices"]}
+    in_force = 4
+    for row in want:
+        step = row["step"]
+        if step - k in choices:
+            in_force = choices[step - k]
+        assert row["ustat/group_size"] == in_force, (step, choices)
+        assert row["rollout/staleness_max"] <= k
+    assert len({row["ustat/group_size"] for row in want}) == 2, choices  # G changed (else the test shows nothing)
+    assert [r["step"] for r in got] == [3, 4]
+    for a, b in zip(want[2:], got, strict=True):
+        assert a["ustat/group_size"] == b["ustat/group_size"]
+        assert a["train/loss"] == b["train/loss"] and a["train/grad_norm"] == b["train/grad_norm"]
+    assert trainer_state(straight, 4)["ustat"]["choices"] == trainer_state(resumed, 4)["ustat"]["choices"]

@@ -1,7 +1,8 @@
 """Groups in flight across steps: bounded staleness with partial rollouts on the colocated engine
 (`rollout.max_staleness` k >= 1; k = 0 is the synchronous loop, which keeps the engine's `generate`).
 
-The pool holds (k + 1) * B groups of G completions for its engine (B: the engine's groups per step). Each group is
+The pool holds (k + 1) * B groups of G completions for its engine (B: the engine's groups per step; with
+algorithm.group_size auto, G and B of the groups due from a step on: `resize`). Each group is
 admitted with a deadline, the step whose update trains it; every step has B deadline slots, so step s trains exactly
 the B groups due at s, and its generation phase runs every unfinished completion of the pool, not only theirs:
 
@@ -112,16 +113,44 @@ class RolloutPool:
             raise ValueError(f"max_staleness {max_staleness}: the pool is for k >= 1 (k = 0 is engine.generate)")
         self.engine = engine
         self.spec = spec  # sampling parameters; n and seed are set per request
-        self.group_size = group_size
-        self.groups_per_step = groups_per_step
         self.max_staleness = max_staleness
+        # (first deadline, G, B): the sizes of the groups due from that step on (algorithm.group_size auto: `resize`)
+        self.sizes: list[tuple[int, int, int]] = [(0, group_size, groups_per_step)]
         self.groups: list[PoolGroup] = []
         self.admitted = 0  # groups admitted over the run
 
     # ------------------------------------------------------------------------------------------------
+    def sizes_at(self, step: int) -> tuple[int, int]:
+        """(G, B): the group size and the groups per step of the groups due at `step`."""
+        _, group_size, groups = next(entry for entry in reversed(self.sizes) if entry[0] <= step)
+        return group_size, groups
+
+    @property
+    def group_size(self) -> int:
+        return self.sizes[-1][1]  # of the groups admitted last
+
+    @property
+    def groups_per_step(self) -> int:
+        return self.sizes[-1][2]
+
+    def resize(self, group_size: int, groups_per_step: int, step: int) -> None:
+        """Groups of `group_size` completions, `groups_per_step` per step, for the deadlines from `step` on
+        (algorithm.group_size auto: a G chosen at step s applies from s + k, the first deadline with no group in
+        flight; the groups due before keep the G they were admitted with)."""
+        if any(g.deadline >= step for g in self.groups):
+            raise ValueError(f"rollout pool: groups due at step {step} or later are already in flight; a new group "
+                             f"size applies from the first deadline without any")
+        self.sizes = [entry for entry in self.sizes if entry[0] < step] + [(step, group_size, groups_per_step)]
+
     def free_slots(self, step: int) -> int:
         """Groups that can be admitted at `step` (deadline slots of steps step .. step + k not taken)."""
-        return self.groups_per_step * (self.max_staleness + 1) - sum(g.deadline >= step for g in self.groups)
+        return sum(self.open_slots(step).values())
+
+    def open_slots(self, step: int) -> dict[int, int]:
+        """Deadline -> its free slots, for the deadlines step .. step + k with any (in order)."""
+        taken = Counter(g.deadline for g in self.groups)
+        slots = {d: self.sizes_at(d)[1] - taken[d] for d in range(step, step + self.max_staleness + 1)}
+        return {d: free for d, free in slots.items() if free > 0}
 
     def admit(self, problems: list[Problem], prompt_ids: list[list[int]], step: int, seed: int,
               due_now: bool = False) -> None:
@@ -131,13 +160,13 @@ class RolloutPool:
         taken = Counter(g.deadline for g in self.groups)
         for i, (problem, ids) in enumerate(zip(problems, prompt_ids, strict=True)):
             deadline = step if due_now else next((d for d in range(step, step + self.max_staleness + 1)
-                                                  if taken[d] < self.groups_per_step), None)
+                                                  if taken[d] < self.sizes_at(d)[1]), None)
             if deadline is None:
                 raise ValueError(f"the rollout pool is full at step {step}: {len(self.groups)} groups for "
                                  f"{self.groups_per_step} per step and max_staleness {self.max_staleness}")
             taken[deadline] += 1
             self.groups.append(PoolGroup(problem, list(ids), rollout_seed(seed, i), deadline, self.admitted,
-                                         [Completion() for _ in range(self.group_size)]))
+                                         [Completion() for _ in range(self.sizes_at(deadline)[0])]))
             self.admitted += 1
 
     # ------------------------------------------------------------------------------------------------
@@ -187,9 +216,9 @@ class RolloutPool:
     def _due(self, step: int) -> list[PoolGroup]:
         """The groups due at `step` (admission order): exactly the step's slots, none left from an earlier step."""
         due = [g for g in self.groups if g.deadline == step]
-        if len(due) != self.groups_per_step or any(g.deadline < step for g in self.groups):
+        if len(due) != self.sizes_at(step)[1] or any(g.deadline < step for g in self.groups):
             raise RuntimeError(f"rollout pool at step {step}: {len(due)} groups due, expected "
-                               f"{self.groups_per_step}; deadlines {sorted(g.deadline for g in self.groups)}")
+                               f"{self.sizes_at(step)[1]}; deadlines {sorted(g.deadline for g in self.groups)}")
         return due
 
     def _request(self, group: PoolGroup, j: int, completion: Completion) -> StreamRequest:
@@ -203,7 +232,7 @@ class RolloutPool:
     # ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """JSON-serialisable: every group in flight with its completions so far (a checkpoint's trainer state)."""
-        return {"admitted": self.admitted, "groups": [
+        return {"admitted": self.admitted, "sizes": [list(entry) for entry in self.sizes], "groups": [
             {"uid": g.problem.uid, "prompt_ids": g.prompt_ids, "seed": g.seed, "deadline": g.deadline,
              "number": g.number, "completions": [dataclasses.asdict(c) for c in g.completions]}
             for g in self.groups]}
@@ -214,6 +243,8 @@ class RolloutPool:
         if missing:
             raise ValueError(f"the rollout pool holds problems the training set does not have: {missing[:3]}")
         self.admitted = int(state["admitted"])
+        if "sizes" in state:  # (a checkpoint from before group_size auto with k >= 1: the constructor's sizes)
+            self.sizes = [(int(d), int(g), int(b)) for d, g, b in state["sizes"]]
         self.groups = [PoolGroup(problems[g["uid"]], list(g["prompt_ids"]), int(g["seed"]), int(g["deadline"]),
                                  int(g["number"]), [Completion(**c) for c in g["completions"]])
                        for g in state["groups"]]

@@ -26,7 +26,12 @@ def assert_linear(run: Callable[[str], object], build: Callable[[int], str], n: 
     label = repr(text[:40])
     assert whole < CEILING_S, f"{label}: {whole:.1f} s on {len(text)} characters"
     if whole > FLOOR_S:
-        _, quarter = timed(run, build(n // 4))
+        small = build(n // 4)
+        _, quarter = timed(run, small)
+        if whole >= GROWTH * quarter:  # a burst of load on one of the two timings (a 2-rank test beside it: 10x seen
+            # on a linear rule, 5.7 s vs 0.37 s): both again, the faster of each; a superlinear rule fails again
+            whole = min(whole, timed(run, text)[1])
+            quarter = min(quarter, timed(run, small)[1])
         assert whole < GROWTH * quarter, (
             f"{label}: {whole:.2f} s on n={n} vs {quarter:.2f} s on n/4: grows faster than linearly")
     return result

@@ -126,12 +126,8 @@ class RolloutPool:
         return group_size, groups
 
     @property
-    def group_size(self) -> int:
-        return self.sizes[-1][1]  # of the groups admitted last
-
-    @property
     def groups_per_step(self) -> int:
-        return self.sizes[-1][2]
+        return self.sizes[-1][2]  # of the groups admitted last
 
     def resize(self, group_size: int, groups_per_step: int, step: int) -> None:
         """Groups of `group_size` completions, `groups_per_step` per step, for the deadlines from `step` on
@@ -157,14 +153,14 @@ class RolloutPool:
         """Admit groups at `step`, each into the earliest step in step .. step + k with a free slot (problem i gets the
         seed rollout_seed(seed, i), as `generate` seeds prompt i). `due_now`: due at `step` itself, outside the slots
         (dynamic sampling's extra round, after the step's own groups have left: `run(step)` again generates them)."""
-        taken = Counter(g.deadline for g in self.groups)
+        free = self.open_slots(step)
         for i, (problem, ids) in enumerate(zip(problems, prompt_ids, strict=True)):
-            deadline = step if due_now else next((d for d in range(step, step + self.max_staleness + 1)
-                                                  if taken[d] < self.sizes_at(d)[1]), None)
+            deadline = step if due_now else next((d for d, n in free.items() if n), None)
             if deadline is None:
                 raise ValueError(f"the rollout pool is full at step {step}: {len(self.groups)} groups for "
                                  f"{self.groups_per_step} per step and max_staleness {self.max_staleness}")
-            taken[deadline] += 1
+            if not due_now:
+                free[deadline] -= 1
             self.groups.append(PoolGroup(problem, list(ids), rollout_seed(seed, i), deadline, self.admitted,
                                          [Completion() for _ in range(self.sizes_at(deadline)[0])]))
             self.admitted += 1

@@ -91,7 +91,7 @@ class ServerPool(RolloutPool):
         for group in self.groups:  # answers already in for groups due later: counted in this phase's tokens
             for j, completion in enumerate(group.completions):
                 sent = self.in_flight.get((group.number, j))
-                if sent is not None and sent.future.done() and sent.future.exception() is None:
+                if sent is not None and sent.answered:
                     phase.tokens += self._take(completion, self.in_flight.pop((group.number, j)), sent.future.result())
         oldest = step - 1 - self.max_staleness
         for group in due:

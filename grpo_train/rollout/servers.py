@@ -106,6 +106,11 @@ class Sent:
     request_id: str | None = None
     read_s: float | None = None  # the HTTP read deadline; None: rollout.servers.timeout_s
 
+    @property
+    def answered(self) -> bool:
+        """Its answer is in (without waiting)."""
+        return self.future.done() and self.future.exception() is None
+
 
 class ServerEngine:
     """vLLM servers behind the `RolloutEngine` interface (module docstring)."""
@@ -217,8 +222,7 @@ class ServerEngine:
     def refresh(self, sent: Sent) -> None:
         """A request still in flight (a rollout pool's) whose server was recovered since it was sent: sent again, unless
         its answer came before the loss."""
-        if sent.recoveries != self.recoveries[sent.server] and not (
-                sent.future.done() and sent.future.exception() is None):
+        if sent.recoveries != self.recoveries[sent.server] and not sent.answered:
             self._resend(sent)
 
     def _result(self, sent: Sent, deadline: float | None) -> dict:

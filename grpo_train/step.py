@@ -348,6 +348,7 @@ def pool_metrics(record: StepRecord, step: int, max_staleness: int, colocated: b
         **{f"rollout/staleness_frac/{n}": (sum(a == n for a in ages), len(ages)) for n in range(max_staleness + 1)},
         "rollout/stale_token_frac": (sum(a > 0 for a in ages), len(ages)),
         "rollout/resumed": (phase.resumed, 1),
+        "rollout/resumed_tokens": (phase.resumed_tokens, 1),
         "rollout/requests": (phase.requests, 1),
         "rollout/pool_groups": (phase.pool_groups, 1),
         "rollout/phase_tokens": (phase.tokens, 1),

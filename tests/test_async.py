@@ -43,6 +43,7 @@ def test_async_run_keeps_staleness_within_k_and_resumes_exactly(tmp_path):
     assert all(sum(r[f"rollout/staleness_frac/{n}"] for n in range(3)) == pytest.approx(1) for r in want)
     assert not undocumented_metrics({k for row in want for k in row}), "add them to docs/metrics.md"
     assert max(r["rollout/staleness_max"] for r in want) >= 1 and sum(r["rollout/resumed"] for r in want) > 0
+    assert all(r["rollout/resumed_tokens"] >= r["rollout/resumed"] for r in want)  # a resumed prefix has a token
     assert all(r["train/tis_weight_mean"] > 0 for r in want)  # the behaviour correction is on (tis_cap 2)
     # Every row has the behaviour weight of each staleness it trained, and only those.
     for row in want:

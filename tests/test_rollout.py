@@ -211,6 +211,7 @@ def test_the_pool_on_vllm_trains_whole_groups_with_their_versions(engine, eos_mo
     due, phase = pool.run(2)
     assert [g.problem.uid for g in due] == ["p2", "p3"]
     assert phase.resumed == to_resume
+    assert phase.resumed_tokens == sum(len(p) for p, c in zip(prefixes, paused, strict=True) if p and c.resumed)
     for completion, prefix in zip(paused, prefixes, strict=True):
         assert completion.done and completion.tokens[:len(prefix)] == prefix
         assert completion.versions == [0] * len(prefix) + [1] * (len(completion.tokens) - len(prefix))

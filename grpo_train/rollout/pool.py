@@ -90,6 +90,7 @@ class Phase:
     engine_steps: int = 0
     requests: int = 0  # requests submitted (one per unfinished completion)
     resumed: int = 0  # of them, continued from a prefix
+    resumed_tokens: int = 0  # their prefixes' tokens, which the engine prefills again (its KV was the old weights')
     tokens: int = 0  # tokens generated in this phase, for any group
     pool_groups: int = 0  # groups in the pool when the phase started
     problems: list[Problem] = field(default_factory=list)  # the problems of the groups due, admission order
@@ -100,6 +101,7 @@ class Phase:
         self.engine_steps += later.engine_steps
         self.requests += later.requests
         self.resumed += later.resumed
+        self.resumed_tokens += later.resumed_tokens
         self.tokens += later.tokens
 
 
@@ -180,6 +182,7 @@ class RolloutPool:
             for j, completion in enumerate(group.completions):
                 if not completion.done:
                     phase.resumed += bool(completion.tokens)
+                    phase.resumed_tokens += len(completion.tokens)
                     request = self._request(group, j, completion)
                     live[request.request_id] = completion
                     requests.append(request)

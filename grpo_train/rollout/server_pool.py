@@ -75,6 +75,7 @@ class ServerPool(RolloutPool):
             for j, completion in enumerate(group.completions):
                 if not completion.done and (group.number, j) not in self.in_flight:
                     phase.resumed += bool(completion.tokens)
+                    phase.resumed_tokens += len(completion.tokens)
                     request = self._request(group, j, completion)
                     # A request may stay in flight for k + 1 steps: its HTTP read deadline covers them; the
                     # learner's wait for it has rollout.servers.timeout_s (answers' deadline).

@@ -14,8 +14,13 @@ tokens' mean staleness, and the held-out greedy accuracy before and after traini
 out of the time figures (start-up compilation). Writes <runs>/async-study.json and prints the table with the
 ratios to k = 0 (means over seeds).
 
-The long-tail setting: the demo with `rollout.max_tokens=256` and the chat template without worked examples, so
-that some completions run on to the limit while most stop early (lengths from ~10 to 256 tokens).
+The long-tail setting (`--long-tail`): the demo with `rollout.max_tokens=256` instead of 48: most completions stop
+on their own after ~30 tokens, a few run on to the limit, and a synchronous step that draws one waits for it with an
+emptying batch. `--long-tail chat` is the first long-tail setting measured (the chat template without worked
+examples: completions of 118-181 tokens on average, many running to the limit, and a model that learns little).
+Also reported per run: the engine's decode steps per step (k >= 1: rollout/engine_steps; k = 0: the step's longest
+completion, which a synchronous batch decodes to), the count that partial rollouts cut whatever a decode step costs
+(scripts/studies/decode_cost.py measures that cost against the batch).
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from grpo_train.metrics import read_jsonl  # noqa: E402
 
-LONG_TAIL = ["rollout.max_tokens=256", "data.template=chat", "data.num_shots=0"]
+LONG_TAIL = {"demo": ["rollout.max_tokens=256"],
+             "chat": ["rollout.max_tokens=256", "data.template=chat", "data.num_shots=0"]}
 
 
 def run(config: Path, k: int, seed: int, run_dir: Path, overrides: list[str]) -> None:
@@ -63,6 +69,8 @@ def result(run_dir: Path, warmup: int) -> dict:
         "rollout_s_per_1k_tokens": round(1000 * sum(r["perf/rollout_s"] for r in measured) / sum(tokens), 4),
         "mean_step_s": round(statistics.mean(r["perf/step_s"] for r in measured), 3),
         "engine_idle_s": round(statistics.mean(idle), 3),
+        "decode_steps": round(statistics.mean(r.get("rollout/engine_steps", r["train/completion_len_max"])
+                                              for r in measured), 1),
         "staleness_mean": round(statistics.mean(r.get("rollout/staleness_mean", 0.0) for r in steps), 3),
         "completion_len_mean": round(statistics.mean(r["train/completion_len_mean"] for r in steps), 1),
         "accuracy_before": evals.get(0), "accuracy_after": evals[max(evals)] if evals else None,
@@ -78,7 +86,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=0, help="run.steps (0: the config's)")
     p.add_argument("--eval-size", type=int, default=-1, help="run.eval_size (-1: the config's)")
     p.add_argument("--warmup", type=int, default=2, help="first steps left out of the time figures")
-    p.add_argument("--long-tail", action="store_true", help=f"the long-tail setting: {' '.join(LONG_TAIL)}")
+    p.add_argument("--long-tail", nargs="?", const="demo", choices=sorted(LONG_TAIL),
+                   help=f"a long-tail setting: demo (the default) {' '.join(LONG_TAIL['demo'])}; "
+                   f"chat {' '.join(LONG_TAIL['chat'])}")
     p.add_argument("--runs", type=Path, default=ROOT / "runs")
     p.add_argument("--report-only", action="store_true", help="summarise existing runs, train nothing")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -88,13 +98,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
-    overrides = [*(LONG_TAIL if args.long_tail else []), *args.overrides, "run.samples_every=0",
+    overrides = [*(LONG_TAIL[args.long_tail] if args.long_tail else []), *args.overrides, "run.samples_every=0",
                  "run.checkpoint_every=0"]
     if args.steps:
         overrides.append(f"run.steps={args.steps}")
     if args.eval_size >= 0:
         overrides.append(f"run.eval_size={args.eval_size}")
-    folder = args.runs / ("async-long-tail" if args.long_tail else "async")
+    folder = args.runs / {None: "async", "demo": "async-long-tail", "chat": "async-long-tail-chat"}[args.long_tail]
     results = []
     for k in args.ks:
         for seed in args.seeds:
@@ -106,7 +116,8 @@ def main() -> None:
     for k in args.ks:
         mine = [r for r in results if r["k"] == k]
         means[k] = {key: statistics.mean(r[key] for r in mine) for key in
-                    ("rollout_s_per_1k_tokens", "mean_step_s", "engine_idle_s", "staleness_mean", "trained_tokens")}
+                    ("rollout_s_per_1k_tokens", "mean_step_s", "engine_idle_s", "decode_steps", "staleness_mean",
+                     "trained_tokens")}
         after = [r["accuracy_after"] for r in mine if r["accuracy_after"] is not None]
         means[k]["accuracy_after"] = statistics.mean(after) if after else None
         means[k]["accuracy_after_spread"] = [min(after), max(after)] if after else None
@@ -116,7 +127,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"{'k':>2} {'seeds':>5} {'tokens':>7} {'rollout s/1k':>12} {'x k=0':>6} {'step s':>7} {'x k=0':>6} "
-          f"{'idle s':>7} {'stale':>6} {'acc after (min-max)':>20}")
+          f"{'idle s':>7} {'decode':>6} {'x k=0':>6} {'stale':>6} {'acc after (min-max)':>20}")
     for k, m in means.items():
         acc = (f"{m['accuracy_after']:.3f} ({m['accuracy_after_spread'][0]:.3f}-{m['accuracy_after_spread'][1]:.3f})"
                if m["accuracy_after"] is not None else "-")
@@ -126,7 +137,8 @@ def main() -> None:
 
         print(f"{k:>2} {len(args.seeds):>5} {m['trained_tokens']:>7.0f} {m['rollout_s_per_1k_tokens']:>12.3f} "
               f"{ratio('rollout_s_per_1k_tokens'):>6} {m['mean_step_s']:>7.2f} {ratio('mean_step_s'):>6} "
-              f"{m['engine_idle_s']:>7.2f} {m['staleness_mean']:>6.2f} {acc:>20}")
+              f"{m['engine_idle_s']:>7.2f} {m['decode_steps']:>6.1f} {ratio('decode_steps'):>6} "
+              f"{m['staleness_mean']:>6.2f} {acc:>20}")
     print(f"wrote {out}")
 
 

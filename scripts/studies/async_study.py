@@ -90,6 +90,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"a long-tail setting: demo (the default) {' '.join(LONG_TAIL['demo'])}; "
                    f"chat {' '.join(LONG_TAIL['chat'])}")
     p.add_argument("--runs", type=Path, default=ROOT / "runs")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep each run's final checkpoint (by default removed once the run ends: ~2 GB a run)")
     p.add_argument("--report-only", action="store_true", help="summarise existing runs, train nothing")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="a config override for every run (repeatable)")
@@ -111,6 +113,8 @@ def main() -> None:
             run_dir = folder / f"k{k}-seed{seed}"
             if not args.report_only:
                 run(args.config, k, seed, run_dir, overrides)
+                if not args.keep_checkpoints:
+                    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the figures come from metrics.jsonl
             results.append({"k": k, "seed": seed, **result(run_dir, args.warmup)})
     means = {}
     for k in args.ks:

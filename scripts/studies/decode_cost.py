@@ -3,6 +3,7 @@ partial rollouts (rollout.max_staleness k >= 1) can save on this machine.
 
     .venv/bin/python scripts/studies/decode_cost.py                        # the demo's model, batches 1 .. 128
     .venv/bin/python scripts/studies/decode_cost.py --batches 8 64 --max-tokens 32
+    .venv/bin/python scripts/studies/decode_cost.py --model tiny-qwen2 --dtype float32 --out bench/decode-cost-tiny.json
 
 The colocated pool (grpo_train/rollout/pool.py) does not make tokens cheaper: it makes a step's generation end when
 the groups due are complete, and fills the engine's batch with the groups due later while their stragglers finish.
@@ -11,12 +12,13 @@ dominates (a GPU decoding a few hundred sequences of a small model, weight reads
 steps is nearly proportionally less time; where c * live dominates (a CPU doing the matmuls of every sequence),
 the saving shrinks to a's share.
 
-Starts `VLLMEngine` on the demo's model (SmolLM2-135M-Instruct, `--dtype auto`: bf16 where bf16 matmuls are native),
-submits `b` sampled requests (temperature 1, up to `--max-tokens`) for each `b` of `--batches` through the engine's
-request-level API (the pool's: add_requests / step), times every engine step after the first (the prefill), with
-the number of sequences it returned a token for, and fits seconds = a + c * live over all of them (least squares).
-Prints per batch the median step and per-sequence time, the fit, and a's share of a step at each batch. Writes
-bench/decode-cost.json.
+Starts `VLLMEngine` on the demo's model (SmolLM2-135M-Instruct; `--model`; `--dtype auto`: bf16 where bf16 matmuls
+are native), submits `b` sampled requests (temperature 1, up to `--max-tokens`) for each `b` of `--batches` through
+the engine's request-level API (the pool's: add_requests / step) from an empty prefix cache, times the steps until
+every request has its first token (the prefill: per prompt token, what a paused request's prefix costs again when it
+resumes) and every later step with the number of sequences it returned a token for, and fits seconds = a + c * live
+over those (least squares). Prints per batch the median step and per-sequence time, a's share of a step, and the
+prefill's time per prompt token; writes bench/decode-cost.json.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ OUT = Path(__file__).resolve().parents[2] / "bench" / "decode-cost.json"
 def parser() -> argparse.ArgumentParser:
     """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default=SMOLLM2, help="model.name_or_path (tiny-qwen2: the tests' random model)")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 32, 64, 128])
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto")
@@ -48,22 +51,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def timed_steps(engine: VLLMEngine, prompts: list[list[int]], spec: SamplingSpec, tag: str) -> list[tuple[int, float]]:
-    """(sequences decoded, seconds) of every engine step after the first, until all requests finish."""
+def timed_steps(engine: VLLMEngine, prompts: list[list[int]], spec: SamplingSpec,
+                tag: str) -> tuple[float, list[tuple[int, float]]]:
+    """(seconds until every request has its first token: the prefill, from an empty prefix cache; then (sequences
+    decoded, seconds) of every later engine step until all requests finish)."""
+    engine.llm.reset_prefix_cache()
     engine.add_requests([StreamRequest(f"{tag}-{i}", ids, dataclasses.replace(spec, seed=i))
                          for i, ids in enumerate(prompts)])
-    live = len(prompts)
-    steps = []
-    first = True
+    live, started, prefill_s, steps = len(prompts), set(), 0.0, []
     while live:
         start = time.perf_counter()
         deltas = engine.step()
         seconds = time.perf_counter() - start
-        if not first and deltas:
+        if len(started) < len(prompts):
+            prefill_s += seconds
+            started |= {d.request_id for d in deltas}
+        elif deltas:
             steps.append((len(deltas), seconds))
-        first = False
         live -= sum(d.finish_reason is not None for d in deltas)
-    return steps
+    return prefill_s, steps
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -77,7 +83,7 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
 def main() -> None:
     args = parser().parse_args()
     dtype = auto_precision()[0] if args.dtype == "auto" else args.dtype
-    path = resolve_model(SMOLLM2)
+    path = resolve_model(args.model)
     engine = VLLMEngine(path, dtype=dtype, max_model_len=1024, seed=0, cpu_kvcache_gb=2.5)
     tokenizer = engine.llm.get_tokenizer()
     questions = [f"What is {7 + 3 * i} + {11 + 5 * i}? Explain step by step." for i in range(max(args.batches))]
@@ -88,10 +94,11 @@ def main() -> None:
     load = os.getloadavg()[0]
     per_batch, points = {}, []
     for b in args.batches:
-        steps = timed_steps(engine, prompts[:b], spec, f"b{b}")
+        prefill_s, steps = timed_steps(engine, prompts[:b], spec, f"b{b}")
         full = [s for live, s in steps if live == b] or [s for _, s in steps]
         per_batch[b] = {"steps": len(steps), "median_full_step_s": statistics.median(full),
-                        "per_sequence_ms": 1000 * statistics.median(full) / b}
+                        "per_sequence_ms": 1000 * statistics.median(full) / b,
+                        "prefill_ms_per_token": 1000 * prefill_s / sum(len(ids) for ids in prompts[:b])}
         points += steps
     a, c = fit(points)
     engine.close()
@@ -101,10 +108,11 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{dtype}, load average {load:.2f} at the start; a decode step = {1000 * a:.2f} ms + {1000 * c:.3f} ms "
           f"x sequences (least squares over {len(points)} steps)")
-    print(f"{'batch':>6} {'steps':>6} {'median step ms':>15} {'ms/sequence':>12} {'a share':>8}")
+    print(f"{'batch':>6} {'steps':>6} {'median step ms':>15} {'ms/sequence':>12} {'a share':>8} "
+          f"{'prefill ms/token':>17}")
     for b, m in per_batch.items():
         print(f"{b:>6} {m['steps']:>6} {1000 * m['median_full_step_s']:>15.2f} {m['per_sequence_ms']:>12.3f} "
-              f"{a / (a + c * b):>8.2f}")
+              f"{a / (a + c * b):>8.2f} {m['prefill_ms_per_token']:>17.3f}")
     print(f"wrote {args.out}")
 
 

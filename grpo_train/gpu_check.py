@@ -16,6 +16,8 @@ runs, each item in its own process with a timeout, through the same commands a u
     resume      4 steps straight against 2 steps + `run.resume` to 4: the final weights must be equal
     vllm        the vLLM engine with sleep mode and weight sync (skipped when vLLM is not installed)
     throughput  the learner's update in tokens/s and MFU, against a plain PyTorch forward+backward of the model
+    decode      a decode step's time against the sequences it carries (transformers, KV cache): what partial
+                rollouts (rollout.max_staleness k >= 1) save per decode step they remove on this card
 
 A failing item prints its log's last lines and what to send in a bug report. Statuses: PASS, FAIL, WARN (works,
 with a named fallback), SKIP (not applicable here).
@@ -36,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-ITEMS = ("fused_adam", "matmul", "zero2", "resume", "zero3", "lora", "zero0", "throughput", "vllm")
+ITEMS = ("fused_adam", "matmul", "zero2", "resume", "zero3", "lora", "zero0", "throughput", "decode", "vllm")
 DEFAULT_TIMEOUT_S = {"fused_adam": 300, "resume": 360}  # others: 240
 SYNC_GAP_LIMIT = 0.05  # max |engine - learner| logprob after a sync, bf16 (fp32 on the CPU dry run)
 MEMORY_SLACK = 1.15  # the estimate leaves 10-15% for buffers and fragmentation (memory.py)
@@ -205,7 +207,49 @@ def item_throughput(args) -> dict:
     return out
 
 
-CHILD_ITEMS = {"fused_adam": item_fused_adam, "matmul": item_matmul, "throughput": item_throughput}
+def item_decode(args) -> dict:
+    """One decode step (a forward of one new token per sequence against a KV cache of a `prompt_len` prompt, the
+    model in bf16, transformers' own cache) timed against the sequences it carries. The pool of partial rollouts
+    decodes two steps' groups in one batch where a synchronous loop decodes them apart, so `together` (the largest
+    batch against twice the half of it) bounds what k = 1 saves on bulk decoding: docs/benchmarks.md measured 0.76x
+    on a 2-core CPU, where a step costs nearly in proportion to its sequences. transformers, not vLLM (the learner's
+    kit has none; vLLM's CUDA graphs make its steps cheaper still), so the fixed part is an upper bound."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dry = args.dry_run
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    batches, prompt_len, steps = ((1, 2, 4), 8, 4) if dry else ((1, 16, 64, 128, 256), 512, 32)
+    model = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.float32 if dry else torch.bfloat16)
+    model = model.to(device).eval()
+    g = torch.Generator().manual_seed(0)
+    step_ms = {}
+    with torch.no_grad():
+        for b in batches:
+            ids = torch.randint(0, model.config.vocab_size, (b, prompt_len), generator=g).to(device)
+            out = model(input_ids=ids, use_cache=True, logits_to_keep=1)  # the prefill, not timed
+            times = []
+            for t in range(steps + 2):  # the first two steps warm up
+                token = out.logits[:, -1:].argmax(-1)
+                _sync()
+                t0 = time.perf_counter()
+                out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
+                _sync()
+                if t >= 2:
+                    times.append(time.perf_counter() - t0)
+            step_ms[b] = 1000 * sorted(times)[len(times) // 2]
+    big, half = batches[-1], batches[-2]
+    together = step_ms[big] / (2 * step_ms[half])
+    ok = all(math.isfinite(ms) and ms > 0 for ms in step_ms.values())
+    per = ", ".join(f"{b}: {ms:.1f}" for b, ms in step_ms.items())
+    return {"status": "PASS" if ok else "FAIL", "step_ms": {str(b): ms for b, ms in step_ms.items()},
+            "together": together, "prompt_len": prompt_len,
+            "summary": f"ms per decode step by sequences ({per}); {big} together take {together:.2f}x of "
+                       f"2 x {half} apart (k = 1's bound on bulk decoding)"}
+
+
+CHILD_ITEMS = {"fused_adam": item_fused_adam, "matmul": item_matmul, "throughput": item_throughput,
+               "decode": item_decode}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -117,19 +117,23 @@ def _run_check(out: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_cpu_dry_run_trains_resumes_and_measures(tmp_path):
     """The check's own machinery on the CPU: the real CLI trains tiny-qwen2.5 (Qwen2.5's tokenizer and vocabulary)
-    with a learning signal, and the throughput item runs the learner and plain PyTorch."""
+    with a learning signal, the throughput item runs the learner and plain PyTorch, the decode item times decode
+    steps."""
     # Not the vllm item: the vLLM engine's training path is covered by tests/test_trainer.py. Not the resume item
     # (three more runs, ~70 s of CI): exact resume is checked end to end by tests/test_faults.py, test_async.py and
     # test_ustat_trainer.py; the item compares the final weights with the same safetensors reads as they do.
-    proc = _run_check(tmp_path / "check", "--cpu-dry-run", "--items", "fused_adam,matmul,zero2,throughput")
+    proc = _run_check(tmp_path / "check", "--cpu-dry-run", "--items", "fused_adam,matmul,zero2,throughput,decode")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "check" / "report.json").read_text())
     items = report["items"]
     assert {name: r["status"] for name, r in items.items()} == {
-        "fused_adam": "SKIP", "matmul": "PASS", "zero2": "PASS", "throughput": "PASS"}
+        "fused_adam": "SKIP", "matmul": "PASS", "zero2": "PASS", "throughput": "PASS", "decode": "PASS"}
     assert all(math.isfinite(x) and x != 0 for x in items["zero2"]["loss"])  # advantages were not all zero
     assert items["throughput"]["learner_tokens_per_s"] > 0 and items["throughput"]["plain_tokens_per_s"] > 0
     assert "learner_mfu" in items["throughput"]  # the matmul item's peak reached the throughput item
+    decode = items["decode"]  # a step's time by batch, and the largest batch against twice its half
+    assert set(decode["step_ms"]) == {"1", "2", "4"} and all(ms > 0 for ms in decode["step_ms"].values())
+    assert decode["together"] == pytest.approx(decode["step_ms"]["4"] / (2 * decode["step_ms"]["2"]))
     assert "zero2" in proc.stdout and "result: " in proc.stdout
     assert not list((tmp_path / "check" / "runs").glob("*/checkpoints"))  # removed once judged (no --keep-runs)
 

@@ -174,11 +174,11 @@ def train(cfg: Config) -> Path:
         # with)
         if monitor is not None:
             reason = monitor.choose_group_size(step)
-            if reason is not None and pool is not None:
-                pool.resize(monitor.group_size, monitor.prompts_per_step // engine_ranks.count,
-                            step + cfg.rollout.max_staleness)
-                reason += f" (groups due from step {step + cfg.rollout.max_staleness} on)"
             if reason is not None:
+                if pool is not None:
+                    pool.resize(monitor.group_size, monitor.prompts_per_step // engine_ranks.count,
+                                step + cfg.rollout.max_staleness)
+                    reason += f" (groups due from step {step + cfg.rollout.max_staleness} on)"
                 logger.print(f"group_size auto: {reason}")
         group_size, prompts_per_step = step_sizes(a, monitor, pool, step, engine_ranks.count)
 

@@ -73,11 +73,9 @@ def timed_steps(engine: VLLMEngine, prompts: list[list[int]], spec: SamplingSpec
 
 
 def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least squares of seconds = a + c * live."""
-    xs, ys = [float(x) for x, _ in points], [y for _, y in points]
-    mx, my = statistics.mean(xs), statistics.mean(ys)
-    c = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    return my - c * mx, c
+    """(a, c): least squares of seconds = a + c * live."""
+    c, a = statistics.linear_regression([float(x) for x, _ in points], [y for _, y in points])
+    return a, c
 
 
 def main() -> None:

@@ -64,3 +64,43 @@ def test_the_decode_cost_fit_recovers_a_line_and_its_intercept():
     assert a == pytest.approx(0.012) and c == pytest.approx(0.0007)
     a, c = decode_cost.fit([(1, 0.010), (1, 0.012), (3, 0.014), (3, 0.016)])  # noise: the least-squares line
     assert a == pytest.approx(0.009) and c == pytest.approx(0.002)
+
+
+def _work(pool: bool, steps: list[tuple[int, int, int]]) -> list[dict]:
+    """Steps (decode steps, tokens, resumed) timed by a known line: 15 ms a decode step, 0.9 ms a token, 8 ms a
+    resumed request, 0.2 s for generate or 0.1 s for the pool."""
+    return [{"pool": pool, "decode_steps": d, "tokens": t, "resumed": r,
+             "rollout_s": 0.015 * d + 0.0009 * t + 0.008 * r + (0.1 if pool else 0.2)} for d, t, r in steps]
+
+
+def test_the_cost_fit_recovers_the_line_splits_each_k_and_bounds_a_full_pool(tmp_path):
+    sync = _work(False, [(50, 1900, 0), (40, 1800, 0), (90, 2100, 0), (45, 1700, 0)])
+    pool = _work(True, [(30, 2000, 20), (35, 1900, 30), (20, 1700, 10), (40, 2200, 25)])
+    fit = async_study.cost_fit(sync + pool)
+    assert fit["decode_step_s"] == pytest.approx(0.015) and fit["token_s"] == pytest.approx(0.0009)
+    assert fit["resumed_s"] == pytest.approx(0.008) and fit["r2"] == pytest.approx(1.0)
+    assert (fit["sync_s"], fit["pool_s"]) == (pytest.approx(0.2), pytest.approx(0.1))
+    split = async_study.parts(fit, pool)
+    assert split["resumed_s"] == pytest.approx(0.008 * 21.25) and split["constant_s"] == pytest.approx(0.1)
+    assert sum(v for key, v in split.items() if key != "measured_s") == pytest.approx(split["measured_s"])
+    # k = 0's 1,875 tokens a step in full steps of 128, nothing resumed, against k = 0's fitted 2.6875 s
+    best = 0.015 * 1875 / 128 + 0.0009 * 1875 + 0.1
+    assert async_study.ceiling(fit, sync, 128) == pytest.approx(best / (0.015 * 56.25 + 0.0009 * 1875 + 0.2))
+    assert async_study.ceiling(fit, sync, 256) < async_study.ceiling(fit, sync, 128) < 1
+
+    # every step decoded to the limit (k = 0: 256 decode steps, the pool: 128): a decode step's cost cannot be told
+    # from the constants
+    with pytest.raises(ValueError, match="do not determine"):
+        async_study.cost_fit(_work(False, [(256, t, 0) for t in (1000, 1100, 1200, 1300)])
+                             + _work(True, [(128, t, r) for t, r in ((900, 20), (1000, 30), (1200, 10), (950, 25))]))
+
+
+def test_engine_work_reads_a_runs_steps_by_k(tmp_path):
+    rows = [{"perf/step_s": 3.0, "perf/rollout_s": 2.0, "train/completion_len_mean": 20.0,
+             "train/completion_len_max": 40}] * 2
+    sync = async_study.engine_work(_run(tmp_path / "k0", rows, {}), warmup=1)
+    assert sync == [{"pool": False, "decode_steps": 40, "tokens": 160.0, "resumed": 0, "rollout_s": 2.0}]
+    pooled = async_study.engine_work(_run(tmp_path / "k1", [
+        {**rows[0], "rollout/engine_steps": 31, "rollout/phase_tokens": 150, "rollout/resumed": 4}] * 3, {}), warmup=1)
+    assert len(pooled) == 2 and pooled[0] == {"pool": True, "decode_steps": 31, "tokens": 150, "resumed": 4,
+                                              "rollout_s": 2.0}

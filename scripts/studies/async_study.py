@@ -21,6 +21,13 @@ examples: completions of 118-181 tokens on average, many running to the limit, a
 Also reported per run: the engine's decode steps per step (k >= 1: rollout/engine_steps; k = 0: the step's longest
 completion, which a synchronous batch decodes to), the count that partial rollouts cut whatever a decode step costs
 (scripts/studies/decode_cost.py measures that cost against the batch).
+
+Where the rollout time goes (`cost_fit`, printed under the table): one least-squares line over every measured step of
+every run, rollout seconds = a decode step's cost x decode steps + a token's cost x tokens decoded + a resumed
+request's cost x requests resumed + a constant (one for k = 0's `generate`, one for the pool). From it, per k >= 1:
+the rollout time a step would take if the pool decoded k = 0's tokens in steps of its whole batch ((k + 1) x B x G
+sequences) and resumed nothing, against k = 0's: the most any schedule within the bound k could save on that machine
+(decoding costs no less than the fitted line).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +83,51 @@ def result(run_dir: Path, warmup: int) -> dict:
         "completion_len_mean": round(statistics.mean(r["train/completion_len_mean"] for r in steps), 1),
         "accuracy_before": evals.get(0), "accuracy_after": evals[max(evals)] if evals else None,
     }
+
+
+def engine_work(run_dir: Path, warmup: int) -> list[dict]:
+    """Per measured step: the engine's decode steps, the tokens it decoded, the requests it resumed, the rollout
+    seconds. k = 0 (no pool metrics): a synchronous batch decodes to its longest completion and resumes nothing."""
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "train/loss" in r and r["step"] > warmup]
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    rollouts = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
+    return [{"pool": "rollout/engine_steps" in r,
+             "decode_steps": r.get("rollout/engine_steps", r["train/completion_len_max"]),
+             "tokens": r.get("rollout/phase_tokens", r["train/completion_len_mean"] * rollouts),
+             "resumed": r.get("rollout/resumed", 0), "rollout_s": r["perf/rollout_s"]} for r in rows]
+
+
+def cost_fit(work: list[dict]) -> dict:
+    """The least-squares line through every step of `engine_work` (module docstring): seconds per decode step, per
+    token, per resumed request, the constants of `generate` (k = 0) and of the pool, and R^2."""
+    x = np.array([[w["decode_steps"], w["tokens"], w["resumed"], not w["pool"], w["pool"]] for w in work], float)
+    y = np.array([w["rollout_s"] for w in work])
+    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    if len(work) <= x.shape[1] or rank < x.shape[1]:
+        raise ValueError(f"cost fit: {len(work)} steps do not determine its {x.shape[1]} terms (too few steps, or "
+                         f"terms that move together: it needs k = 0 and pool steps, with varied counts)")
+    residual = y - x @ coef
+    return {"decode_step_s": float(coef[0]), "token_s": float(coef[1]), "resumed_s": float(coef[2]),
+            "sync_s": float(coef[3]), "pool_s": float(coef[4]),
+            "r2": float(1 - (residual ** 2).sum() / ((y - y.mean()) ** 2).sum()), "steps": len(work)}
+
+
+def parts(fit: dict, work: list[dict]) -> dict:
+    """The fitted rollout seconds per step of `work` (one k), split into its terms (means over the steps)."""
+    pool = work[0]["pool"]
+    return {"decode_steps_s": fit["decode_step_s"] * statistics.mean(w["decode_steps"] for w in work),
+            "tokens_s": fit["token_s"] * statistics.mean(w["tokens"] for w in work),
+            "resumed_s": fit["resumed_s"] * statistics.mean(w["resumed"] for w in work),
+            "constant_s": fit["pool_s"] if pool else fit["sync_s"],
+            "measured_s": statistics.mean(w["rollout_s"] for w in work)}
+
+
+def ceiling(fit: dict, sync: list[dict], batch: int) -> float:
+    """The fitted rollout seconds per step if k = 0's tokens (`sync`) were decoded in steps of `batch` sequences each
+    and nothing was resumed, over k = 0's fitted seconds: the lowest ratio a pool of `batch` can reach."""
+    tokens = statistics.mean(w["tokens"] for w in sync)
+    best = fit["decode_step_s"] * tokens / batch + fit["token_s"] * tokens + fit["pool_s"]
+    return best / sum(v for key, v in parts(fit, sync).items() if key != "measured_s")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,6 +196,28 @@ def main() -> None:
               f"{ratio('rollout_s_per_1k_tokens'):>6} {m['mean_step_s']:>7.2f} {ratio('mean_step_s'):>6} "
               f"{m['engine_idle_s']:>7.2f} {m['decode_steps']:>6.1f} {ratio('decode_steps'):>6} "
               f"{m['staleness_mean']:>6.2f} {acc:>20}")
+    work = {k: [w for r in results if r["k"] == k for w in engine_work(Path(r["run_dir"]), args.warmup)]
+            for k in args.ks}
+    try:
+        fit = cost_fit([w for k in args.ks for w in work[k]]) if 0 in work and len(work) > 1 else None
+    except ValueError as e:
+        print(e)  # (say, every k = 0 step decoded to max_tokens: its decode steps are its constant)
+        fit = None
+    if fit:
+        config = yaml.safe_load((Path(results[0]["run_dir"]) / "config.yaml").read_text())
+        per_step = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
+        summary["cost_fit"] = {**fit, "parts": {k: parts(fit, work[k]) for k in args.ks},
+                               "ceiling": {k: ceiling(fit, work[0], (k + 1) * per_step) for k in args.ks if k}}
+        out.write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"rollout s per step ~ {1000 * fit['decode_step_s']:.2f} ms x decode steps + {1000 * fit['token_s']:.3f} "
+              f"ms x tokens + {1000 * fit['resumed_s']:.2f} ms x resumed requests + {fit['sync_s']:.3f} s (k = 0) or "
+              f"{fit['pool_s']:.3f} s (pool); R^2 {fit['r2']:.3f} over {fit['steps']} steps")
+        for k, p in summary["cost_fit"]["parts"].items():
+            best = summary["cost_fit"]["ceiling"].get(k)
+            print(f"k = {k}: measured {p['measured_s']:.3f} s = decode steps {p['decode_steps_s']:.3f} + tokens "
+                  f"{p['tokens_s']:.3f} + resumed {p['resumed_s']:.3f} + constant {p['constant_s']:.3f}"
+                  + (f"; every step full ({(k + 1) * per_step} sequences), none resumed: {best:.2f}x k = 0"
+                     if best else ""))
     print(f"wrote {out}")
 
 

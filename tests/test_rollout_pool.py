@@ -53,7 +53,7 @@ def train_steps(pool: RolloutPool, steps: range, data: list[Problem]) -> list:
     step's phase. Returns [(step, due groups, phase)]."""
     out = []
     for step in steps:
-        free = pool.free_slots(step)
+        free = sum(pool.open_slots(step).values())
         assert free % pool.groups_per_step == 0
         start = pool.admitted
         new = data[start : start + free]
@@ -72,7 +72,7 @@ def test_staleness_never_exceeds_k_and_every_group_is_trained_whole_at_its_deadl
     resumed = 0
     for step in range(1, 16):
         before = {id(c): (list(c.tokens), list(c.versions)) for g in pool.groups for c in g.completions}
-        free = pool.free_slots(step)
+        free = sum(pool.open_slots(step).values())
         for p in data[pool.admitted : pool.admitted + free]:
             admitted_at[p.uid] = step
         [(_, due, phase)] = train_steps(pool, range(step, step + 1), data)

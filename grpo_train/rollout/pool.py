@@ -140,10 +140,6 @@ class RolloutPool:
                              f"size applies from the first deadline without any")
         self.sizes = [entry for entry in self.sizes if entry[0] < step] + [(step, group_size, groups_per_step)]
 
-    def free_slots(self, step: int) -> int:
-        """Groups that can be admitted at `step` (deadline slots of steps step .. step + k not taken)."""
-        return sum(self.open_slots(step).values())
-
     def open_slots(self, step: int) -> dict[int, int]:
         """Deadline -> its free slots, for the deadlines step .. step + k with any (in order)."""
         taken = Counter(g.deadline for g in self.groups)

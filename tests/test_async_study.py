@@ -29,7 +29,7 @@ def test_a_runs_figures_leave_out_the_warm_up_and_count_decode_steps_by_k(tmp_pa
         {"perf/step_s": 5.0, "perf/rollout_s": 4.0, "train/completion_len_mean": 30.0, "train/completion_len_max": 60},
     ], {0: 0.1, 3: 0.4})
     r = async_study.result(sync, warmup=1)
-    assert r["measured_steps"] == 2 and r["trained_tokens"] == (10 + 20 + 30) * 8
+    assert r["measured_steps"] == 2 and r["trained_tokens"] == (10 + 20 + 30) * 8 and r["completions_per_step"] == 8
     assert r["rollout_s_per_1k_tokens"] == pytest.approx(1000 * 6.0 / ((20 + 30) * 8), abs=1e-4)
     assert r["mean_step_s"] == 4.0 and r["engine_idle_s"] == 1.0  # k = 0: all but the rollout
     assert r["decode_steps"] == 50.0  # k = 0: a synchronous batch decodes to its longest completion

@@ -58,27 +58,37 @@ def run(config: Path, k: int, seed: int, run_dir: Path, overrides: list[str]) ->
     subprocess.run(command, cwd=ROOT, check=True)
 
 
-def result(run_dir: Path, warmup: int) -> dict:
+def _read(run_dir: Path, warmup: int) -> tuple[list[dict], list[dict], int]:
+    """A run's metric rows, its measured steps' rows (after the warm-up) and its completions per step."""
     rows = read_jsonl(run_dir / "metrics.jsonl")
-    steps = [r for r in rows if "train/loss" in r]
-    measured = [r for r in steps if r["step"] > warmup]
+    measured = [r for r in rows if "train/loss" in r and r["step"] > warmup]
     if not measured:
         raise SystemExit(f"{run_dir}: no step after the {warmup} warm-up steps")
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    rollouts = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
+    return rows, measured, config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
+
+
+def _decode_steps(row: dict) -> int:
+    """A step's decode steps: k >= 1, the pool's engine steps; k = 0, its longest completion (a synchronous batch
+    decodes to it)."""
+    return row.get("rollout/engine_steps", row["train/completion_len_max"])
+
+
+def result(run_dir: Path, warmup: int) -> dict:
+    rows, measured, rollouts = _read(run_dir, warmup)
+    steps = [r for r in rows if "train/loss" in r]
     tokens = [r["train/completion_len_mean"] * rollouts for r in measured]
     # rollout servers: the servers' idle time; colocated k >= 1: the engine's; colocated k = 0: all but the rollout
     idle = [r.get("perf/server_idle_s", r.get("perf/engine_idle_s", r["perf/step_s"] - r["perf/rollout_s"]))
             for r in measured]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     return {
-        "run_dir": str(run_dir), "steps": len(steps), "measured_steps": len(measured),
+        "run_dir": str(run_dir), "steps": len(steps), "measured_steps": len(measured), "completions_per_step": rollouts,
         "trained_tokens": round(sum(r["train/completion_len_mean"] * rollouts for r in steps)),
         "rollout_s_per_1k_tokens": round(1000 * sum(r["perf/rollout_s"] for r in measured) / sum(tokens), 4),
         "mean_step_s": round(statistics.mean(r["perf/step_s"] for r in measured), 3),
         "engine_idle_s": round(statistics.mean(idle), 3),
-        "decode_steps": round(statistics.mean(r.get("rollout/engine_steps", r["train/completion_len_max"])
-                                              for r in measured), 1),
+        "decode_steps": round(statistics.mean(_decode_steps(r) for r in measured), 1),
         "staleness_mean": round(statistics.mean(r.get("rollout/staleness_mean", 0.0) for r in steps), 3),
         "completion_len_mean": round(statistics.mean(r["train/completion_len_mean"] for r in steps), 1),
         "accuracy_before": evals.get(0), "accuracy_after": evals[max(evals)] if evals else None,
@@ -88,13 +98,10 @@ def result(run_dir: Path, warmup: int) -> dict:
 def engine_work(run_dir: Path, warmup: int) -> list[dict]:
     """Per measured step: the engine's decode steps, the tokens it decoded, the requests it resumed, the rollout
     seconds. k = 0 (no pool metrics): a synchronous batch decodes to its longest completion and resumes nothing."""
-    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "train/loss" in r and r["step"] > warmup]
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    rollouts = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
-    return [{"pool": "rollout/engine_steps" in r,
-             "decode_steps": r.get("rollout/engine_steps", r["train/completion_len_max"]),
+    _, measured, rollouts = _read(run_dir, warmup)
+    return [{"pool": "rollout/engine_steps" in r, "decode_steps": _decode_steps(r),
              "tokens": r.get("rollout/phase_tokens", r["train/completion_len_mean"] * rollouts),
-             "resumed": r.get("rollout/resumed", 0), "rollout_s": r["perf/rollout_s"]} for r in rows]
+             "resumed": r.get("rollout/resumed", 0), "rollout_s": r["perf/rollout_s"]} for r in measured]
 
 
 def cost_fit(work: list[dict]) -> dict:
@@ -180,6 +187,17 @@ def main() -> None:
         means[k]["accuracy_after_spread"] = [min(after), max(after)] if after else None
     base = means.get(0)
     summary = {"config": str(args.config), "overrides": overrides, "runs": results, "means": means}
+    work = {k: [w for r in results if r["k"] == k for w in engine_work(Path(r["run_dir"]), args.warmup)]
+            for k in args.ks}
+    per_step = results[0]["completions_per_step"]
+    try:
+        fit = cost_fit([w for k in args.ks for w in work[k]]) if 0 in work and len(work) > 1 else None
+    except ValueError as e:
+        print(e)  # (say, every step decoded to max_tokens: its decode steps are its constant)
+        fit = None
+    if fit:
+        summary["cost_fit"] = {**fit, "parts": {k: parts(fit, work[k]) for k in args.ks},
+                               "ceiling": {k: ceiling(fit, work[0], (k + 1) * per_step) for k in args.ks if k}}
     out = folder / "async-study.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
@@ -196,19 +214,7 @@ def main() -> None:
               f"{ratio('rollout_s_per_1k_tokens'):>6} {m['mean_step_s']:>7.2f} {ratio('mean_step_s'):>6} "
               f"{m['engine_idle_s']:>7.2f} {m['decode_steps']:>6.1f} {ratio('decode_steps'):>6} "
               f"{m['staleness_mean']:>6.2f} {acc:>20}")
-    work = {k: [w for r in results if r["k"] == k for w in engine_work(Path(r["run_dir"]), args.warmup)]
-            for k in args.ks}
-    try:
-        fit = cost_fit([w for k in args.ks for w in work[k]]) if 0 in work and len(work) > 1 else None
-    except ValueError as e:
-        print(e)  # (say, every k = 0 step decoded to max_tokens: its decode steps are its constant)
-        fit = None
     if fit:
-        config = yaml.safe_load((Path(results[0]["run_dir"]) / "config.yaml").read_text())
-        per_step = config["algorithm"]["prompts_per_step"] * config["algorithm"]["group_size"]
-        summary["cost_fit"] = {**fit, "parts": {k: parts(fit, work[k]) for k in args.ks},
-                               "ceiling": {k: ceiling(fit, work[0], (k + 1) * per_step) for k in args.ks if k}}
-        out.write_text(json.dumps(summary, indent=2) + "\n")
         print(f"rollout s per step ~ {1000 * fit['decode_step_s']:.2f} ms x decode steps + {1000 * fit['token_s']:.3f} "
               f"ms x tokens + {1000 * fit['resumed_s']:.2f} ms x resumed requests + {fit['sync_s']:.3f} s (k = 0) or "
               f"{fit['pool_s']:.3f} s (pool); R^2 {fit['r2']:.3f} over {fit['steps']} steps")

@@ -272,6 +272,10 @@ class LearnerConfig:
                           "head is a large share of the model and memory allows; docs/benchmarks.md)")
     share_prompts: bool = _f(False, "run a prompt once per micro-batch for all its completions (exact; "
                              "ignored with gradient checkpointing; docs/algorithm.md)")
+    packing: bool = _f(True, "padding-free passes: a micro-batch's sequences (prompt + completion) concatenated "
+                       "into a few rows, position ids restarting at each sequence, attention confined to each "
+                       "sequence (exact; docs/algorithm.md). Where learner.share_prompts is in force its pass "
+                       "runs instead (its completions are already packed on their prompt's cache)")
     skip_zero_advantage: bool = _f(True, "do not run sequences whose advantage is 0 through the update when "
                                    "kl_coef = 0: their loss and gradient are exactly 0 (exact); train/entropy, "
                                    "ratio and clip fractions are then over the trained sequences, "

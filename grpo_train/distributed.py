@@ -13,6 +13,7 @@ import socket
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 
 def on_gpu() -> bool:
@@ -86,26 +87,32 @@ def all_reduce_max(value: float) -> float:
     return float(t.item())
 
 
-def global_step_stats(loss_share: float, sums: dict[str, float], tokens: float, trained: int,
+def global_step_stats(loss_share: Tensor, sums: dict[str, Tensor], tokens: Tensor, trained: int,
                       rows: int) -> dict[str, float]:
-    """An optimizer step's statistics over all ranks, in one all-reduce: the loss (each rank holds its share of the
-    global loss: the sum), the per-token statistics (`sums` holds each times this rank's token count: weighted by
-    the token counts of all ranks) and the fraction of the rows trained. Every rank gets the same values."""
+    """An optimizer step's statistics over all ranks, in one all-reduce and one transfer to the host: the loss (each
+    rank holds its share of the global loss: the sum), the per-token statistics (`sums` holds each times this rank's
+    token count: weighted by the token counts of all ranks) and the fraction of the rows trained. loss_share, tokens
+    and the sums are 0-d tensors on this rank's device. Every rank gets the same values."""
     names = sorted(sums)
-    flat = torch.tensor([loss_share, tokens, trained, rows, *(sums[n] for n in names)], dtype=torch.float64,
-                        device=device())
+    counts = torch.tensor([trained, rows], dtype=torch.float64).to(loss_share.device)
+    flat = torch.cat([torch.stack([loss_share.double(), tokens.double(), *(sums[n].double() for n in names)]), counts])
     dist.all_reduce(flat)
-    loss, tokens, trained, rows, *totals = flat.cpu().tolist()
-    out = {name: total / max(tokens, 1.0) for name, total in zip(names, totals, strict=True)}
-    out.update(loss=loss, trained_seq_frac=trained / rows)
+    loss, tokens_all, *totals, trained_all, rows_all = flat.cpu().tolist()
+    out = {name: total / max(tokens_all, 1.0) for name, total in zip(names, totals, strict=True)}
+    out.update(loss=loss, trained_seq_frac=trained_all / rows_all)
     return out
 
 
-def global_means(sums: dict[str, tuple[float, float]]) -> dict[str, float]:
-    """{name: (sum, count)} on this rank -> {name: sum over ranks / count over ranks}, in one all-reduce."""
+def global_means(sums: dict[str, tuple[float | Tensor, float | Tensor]]) -> dict[str, float]:
+    """{name: (sum, count)} on this rank (numbers, or 0-d tensors on this rank's device) -> {name: sum over ranks /
+    count over ranks}, in one all-reduce and one transfer to the host."""
     names = sorted(sums)
-    flat = torch.tensor([float(v) for n in names for v in sums[n]], dtype=torch.float64, device=device())
+    values = [v for n in names for v in sums[n]]
+    if any(isinstance(v, Tensor) for v in values):
+        flat = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device()) for v in values])
+    else:
+        flat = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device())
     dist.all_reduce(flat)
-    flat = flat.cpu()
-    return {n: float(flat[2 * i] / flat[2 * i + 1]) if flat[2 * i + 1] > 0 else float("nan")
+    totals = flat.cpu().tolist()
+    return {n: totals[2 * i] / totals[2 * i + 1] if totals[2 * i + 1] > 0 else float("nan")
             for i, n in enumerate(names)}

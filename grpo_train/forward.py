@@ -16,6 +16,7 @@ DeepSpeed sees one call of the head, as on the reference path. `fused=False` is 
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,17 +84,23 @@ def fusing_pays(model: torch.nn.Module, positions: int, device: torch.device) ->
 
 def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Tensor, completion_len: int,
                    temperature: float, with_entropy: bool = False, share_prompts: bool = False,
-                   pack_last_prompt_token: bool = False, fused: bool | None = None) -> tuple[Tensor, Tensor | None]:
+                   pack_last_prompt_token: bool = False, fused: bool | None = None,
+                   packed: PackedSequences | None = None) -> tuple[Tensor, Tensor | None]:
     """Log-prob of each completion token under `model` at the sampling temperature, in fp32.
 
     input_ids, attention_mask: [n, P + C] laid out as in UpdateBatch, C = completion_len.
-    Returns (logp [n, C], entropy [n, C] or None); with share_prompts, 0 on completion padding.
-    pack_last_prompt_token (with share_prompts): see shared_prompt_layout. fused: through the head a chunk of
-    rows at a time (module docstring); False: the reference path over the model's whole logits; None (the
-    learner's): fused where `fusing_pays`.
+    Returns (logp [n, C], entropy [n, C] or None); with share_prompts or packed, 0 on completion padding.
+    The pass, one of three: packed (`pack_sequences` of these rows, on the model's device: padding-free rows,
+    `_token_logprobs_packed`), share_prompts (each distinct prompt once, its completions packed on its cache), or
+    the padded rows as they are. pack_last_prompt_token (with share_prompts): see shared_prompt_layout. fused:
+    through the head a chunk of rows at a time (module docstring); False: the reference path over the model's whole
+    logits; None (the learner's): fused where `fusing_pays`.
     """
     if fused is None:
         fused = fusing_pays(model, input_ids.shape[0] * completion_len, input_ids.device)
+    if packed is not None:
+        return _token_logprobs_packed(model, packed, input_ids.shape[0], completion_len, temperature, with_entropy,
+                                      fused)
     if share_prompts:
         return _token_logprobs_shared_prompts(model, input_ids, attention_mask, completion_len, temperature,
                                               with_entropy, pack_last_prompt_token, fused)
@@ -108,7 +115,8 @@ def token_logprobs(model: torch.nn.Module, input_ids: Tensor, attention_mask: Te
 
 
 def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], tokens: Tensor, temperature: float,
-                with_entropy: bool, fused: bool, **inputs) -> tuple[Tensor, Tensor | None, Any]:
+                with_entropy: bool, fused: bool, select_in_head: bool = False,
+                **inputs) -> tuple[Tensor, Tensor | None, Any]:
     """model(**inputs), and the log-probs of `tokens` [...] at the positions `select` picks among those the model's
     output head was to project: select(x) [..., h or V] from the head's input x [..., S, h] (fused) or the model's
     logits [..., S, V] (reference). Returns (logp [...] fp32, entropy [...] or None, the model's output; fused, its
@@ -118,14 +126,23 @@ def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], toke
     inside the model's forward: the log-probs are the head's output and the model's, so DeepSpeed's hooks around the
     head (gather before, release after, the same in backward) and around the model (its backward hooks on its
     outputs prepare the optimizer before any gradient is accumulated) see them as they see the logits. The model's
-    logits must be its head's output (no soft-capping after it: Qwen2, Llama).
+    logits must be its head's output (no soft-capping after it: Qwen2, Llama). select_in_head (reference path): the
+    head's forward projects select(x) only, for a pass whose positions are not the model's last few (packed rows).
     """
-    if not fused:
+    head = model.get_output_embeddings()
+    if not fused and not select_in_head:
         out = model(**inputs)
         # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
         logp, entropy = algorithms.token_logprobs_from_logits(select(out.logits), tokens, temperature, with_entropy)
         return logp, entropy, out
-    head = model.get_output_embeddings()
+    if not fused:  # the head projects the selected positions only; their logits are the model's
+        head.forward = _SelectedHead(head, select)
+        try:
+            out = model(**inputs)
+        finally:
+            del head.forward
+        logp, entropy = algorithms.token_logprobs_from_logits(out.logits, tokens, temperature, with_entropy)
+        return logp, entropy, out
     scorer = _FusedHead(head, select, tokens, temperature, with_entropy)
     head.forward = scorer  # this call of the head only (an instance attribute, deleted below)
     try:
@@ -133,6 +150,17 @@ def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], toke
     finally:
         del head.forward
     return out.logits, scorer.entropy, out
+
+
+@dataclass
+class _SelectedHead:
+    """The head's forward for one model call: its own forward of the selected positions of its input."""
+
+    head: torch.nn.Module
+    select: Callable[[Tensor], Tensor]
+
+    def __call__(self, hidden: Tensor) -> Tensor:
+        return type(self.head).forward(self.head, self.select(hidden))
 
 
 @dataclass
@@ -379,4 +407,153 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
         logp = logp.index_put((row, col), part_logp)
         if with_entropy:
             entropy[row, col] = part_entropy
+    return logp, entropy
+
+
+# ----------------------------------------------------------------------------------------------------
+# Padding-free passes: a micro-batch's sequences concatenated into rows
+
+
+@dataclass
+class PackedSequences:
+    """A micro-batch's sequences (prompt + completion, no padding) concatenated into rows.
+
+    Position ids restart at 0 at each sequence, as a padded row's count only its real tokens, so every token sees
+    the positions it saw in vLLM. Attention is confined to each sequence by `packed_attention`. A row ends with
+    padding only where the sequences do not fill it (`padding`): none in the single row the variable-length kernels
+    take (flash attention, flex), a row's unused tail with sdpa and eager, whose masks cost the row's width squared.
+    """
+
+    tokens: Tensor  # [R, W] token ids (0 on a row's unused tail)
+    positions: Tensor  # [R, W] position ids, from 0 at each sequence (and at a row's tail)
+    segments: Tensor  # [R, W] which sequence of the micro-batch a token belongs to (-1 on a row's tail)
+    scored: Tensor  # [T] flat index r * W + w of every position that predicts a completion token
+    target_row: Tensor  # [T] the sequence whose completion token that position predicts
+    target_col: Tensor  # [T] that token's column in the completion
+    targets: Tensor  # [T] that token
+    seq_lens: list[int]  # the sequences' lengths in row order, a row's tail counted as one (flash attention's)
+    padding: int  # tail tokens over all rows
+
+    def to(self, device: torch.device) -> PackedSequences:
+        """On `device`, copied from pinned memory without waiting on the device where it is a GPU."""
+        def move(t: Tensor) -> Tensor:
+            return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+        return PackedSequences(move(self.tokens), move(self.positions), move(self.segments), move(self.scored),
+                               move(self.target_row), move(self.target_col), move(self.targets), self.seq_lens,
+                               self.padding)
+
+
+def packs_one_row(model: torch.nn.Module) -> bool:
+    """Whether the model's attention kernel takes variable-length rows at no cost for their width (flash attention
+    with sequence boundaries, flex attention's block mask skips the blocks between sequences): then a micro-batch
+    packs into one row with no padding. sdpa and eager compute every (query, key) pair of a row and mask the others,
+    so their rows are as wide as the micro-batch's longest sequence."""
+    implementation = hf_config(model)._attn_implementation
+    return implementation.startswith("flash_attention") or implementation == "flex_attention"
+
+
+def hf_config(model: torch.nn.Module):
+    """The transformers config of a causal LM, through DeepSpeed-engine and peft wrappers."""
+    from transformers import PreTrainedModel
+
+    while not isinstance(model, PreTrainedModel):
+        model = model.get_base_model() if hasattr(model, "get_base_model") else model.module
+    return model.config
+
+
+def pack_sequences(input_ids: Tensor, completion_len: int, prompt_lens: list[int], completion_lens: list[int],
+                   one_row: bool = False) -> PackedSequences:
+    """The sequences of [n, P + C] padded rows (UpdateBatch's layout, on the CPU: prompts left-padded to P columns,
+    completions right-padded to C = completion_len) packed without padding; prompt_lens, completion_lens: each
+    row's real tokens.
+
+    One row with one_row; otherwise first-fit-decreasing into rows as wide as the longest sequence (rows sorted
+    longest first, deterministic). Built from Python lists: no device work and no host sync.
+    """
+    p = input_ids.shape[1] - completion_len
+    lengths = [int(a + b) for a, b in zip(prompt_lens, completion_lens, strict=True)]
+    capacity = sum(lengths) if one_row else max(lengths)
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for seq in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        fits = next((r for r in range(len(rows)) if room[r] >= lengths[seq]), None)
+        if fits is None:
+            rows.append([])
+            room.append(capacity)
+            fits = len(rows) - 1
+        rows[fits].append(seq)
+        room[fits] -= lengths[seq]
+    width = capacity - min(room)
+    flat_ids = input_ids.reshape(-1).tolist()
+    tokens, positions, segments, seq_lens = [], [], [], []
+    scored, target_row, target_col, targets = [], [], [], []
+    for r, members in enumerate(rows):
+        offset = r * width
+        for seq in members:
+            start = seq * input_ids.shape[1] + p - int(prompt_lens[seq])  # its first real token in the rectangle
+            length, prompt = lengths[seq], int(prompt_lens[seq])
+            tokens += flat_ids[start: start + length]
+            positions += range(length)
+            segments += [seq] * length
+            seq_lens.append(length)
+            # position prompt - 1 + t predicts completion token t
+            scored += range(offset + prompt - 1, offset + length - 1)
+            target_row += [seq] * (length - prompt)
+            target_col += range(length - prompt)
+            targets += flat_ids[start + prompt: start + length]
+            offset += length
+        tail = (r + 1) * width - offset
+        tokens += [0] * tail
+        positions += range(tail)
+        segments += [-1] * tail
+        seq_lens += [tail] if tail else []
+    if not scored:  # no completion token at all: score one position (masked out of every loss) to keep the graph
+        scored, target_row, target_col, targets = [0], [rows[0][0]], [0], [flat_ids[0]]
+    as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
+    shape = (len(rows), width)
+    return PackedSequences(as_long(tokens).view(shape), as_long(positions).view(shape), as_long(segments).view(shape),
+                           as_long(scored), as_long(target_row), as_long(target_col), as_long(targets), seq_lens,
+                           sum(room))
+
+
+def packed_attention(model: torch.nn.Module, packed: PackedSequences) -> dict[str, Any]:
+    """The model's keyword arguments that confine attention to each packed sequence, from its boundaries as known
+    on the host (no sync): flash attention's cumulative sequence lengths, or for sdpa, eager and flex the mask
+    transformers' own mask interface builds for the implementation (a 4-D mask or a BlockMask) from the causal mask
+    and the sequence ids. transformers derives the same mask from position ids, but only when the attention mask is
+    None (a 2-D mask of ones silently lets the sequences see each other) and at the price of a host sync per pass.
+    """
+    from transformers.masking_utils import create_causal_mask, packed_sequence_mask_function
+
+    config = hf_config(model)
+    if config._attn_implementation.startswith("flash_attention"):
+        if packed.tokens.shape[0] != 1:
+            raise ValueError("flash attention's packed pass takes one row")
+        bounds = torch.tensor([0, *itertools.accumulate(packed.seq_lens)], dtype=torch.int32)
+        bounds = bounds.to(packed.tokens.device, non_blocking=True)
+        longest = max(packed.seq_lens)
+        return {"cu_seq_lens_q": bounds, "cu_seq_lens_k": bounds, "max_length_q": longest, "max_length_k": longest}
+    dtype = model.get_input_embeddings().weight.dtype  # eager's additive mask is in the activations' dtype
+    shape_only = torch.empty(*packed.tokens.shape, 0, dtype=dtype, device=packed.tokens.device)
+    mask = create_causal_mask(config, shape_only, attention_mask=None, past_key_values=None,
+                              and_mask_function=packed_sequence_mask_function(packed.segments))
+    if mask is None or len(mask.shape) != 4:  # an implementation without a mask of its own would see across
+        raise ValueError(f"attention {config._attn_implementation!r} built no 4-D mask for a packed pass; "
+                         "set learner.packing=false")
+    return {"attention_mask": mask}
+
+
+def _token_logprobs_packed(model: torch.nn.Module, packed: PackedSequences, n: int, completion_len: int,
+                           temperature: float, with_entropy: bool, fused: bool) -> tuple[Tensor, Tensor | None]:
+    """token_logprobs over packed rows: one model call on packed.tokens [R, W], whose head projects the scored
+    positions only; the log-probs [T] scattered back to [n, C] (0 where nothing is scored)."""
+    logp_flat, entropy_flat, _ = scored_call(
+        model, lambda x: x.flatten(0, 1)[packed.scored],  # [R, W, .] -> [T, .]
+        packed.targets, temperature, with_entropy, fused, select_in_head=True,
+        input_ids=packed.tokens, position_ids=packed.positions, use_cache=False, **packed_attention(model, packed))
+    index = (packed.target_row, packed.target_col)
+    logp = torch.zeros(n, completion_len, device=logp_flat.device).index_put(index, logp_flat)
+    entropy = None
+    if with_entropy:
+        entropy = torch.zeros(n, completion_len, device=logp_flat.device).index_put(index, entropy_flat)
     return logp, entropy

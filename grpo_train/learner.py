@@ -14,6 +14,7 @@ on first use; where it cannot be built, e.g. no nvcc on the node, torch's fused 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from grpo_train.distributed import (
     global_step_stats,
     on_gpu,
 )
-from grpo_train.forward import compile_model, token_logprobs
+from grpo_train.forward import PackedSequences, compile_model, pack_sequences, packs_one_row, token_logprobs
 from grpo_train.ustat.sketch import ScoreSketch
 from grpo_train.weights import PolicyWeights
 
@@ -162,13 +163,22 @@ class UpdateBatch:
     def prompt_len(self) -> int:
         return self.input_ids.shape[1] - self.completion_mask.shape[1]
 
+    @functools.cached_property
+    def lengths(self) -> tuple[list[int], list[int]]:
+        """(prompt tokens, completion tokens) of each row, read once: micro-batches are cut from these lists, not
+        from tensors."""
+        p = self.prompt_len
+        return self.attention_mask[:, :p].sum(1).tolist(), self.attention_mask[:, p:].sum(1).tolist()
+
     def rows(self, index: Tensor) -> UpdateBatch:
         """The sequences `index` [n], without the columns that are padding in all of them."""
         p = self.prompt_len
-        attention = self.attention_mask[index]
-        longest_prompt = int(attention[:, :p].sum(1).max())
-        longest_completion = max(1, int(self.completion_mask[index].sum(1).max()))
+        prompt_lens, completion_lens = self.lengths
+        chosen = index.tolist()
+        longest_prompt = max(prompt_lens[i] for i in chosen)
+        longest_completion = max(1, max(completion_lens[i] for i in chosen))
         columns = slice(p - longest_prompt, p + longest_completion)
+        attention = self.attention_mask[index]
         completion = lambda t: None if t is None else t[index][:, :longest_completion]  # noqa: E731
         return UpdateBatch(
             input_ids=self.input_ids[index][:, columns],
@@ -218,15 +228,16 @@ def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int
                        staleness=ages)
 
 
-def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tensor,
-                           buckets: int) -> list[tuple[float, float]]:
-    """(sum of the behaviour weights, token count) of the tokens 0 .. buckets - 1 versions old. weight: [B, T] or
-    [B, 1] from `algorithms.mismatch_weights` (None, no correction: 1); staleness [B, T] long; mask [B, T]."""
+def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tensor, buckets: int) -> Tensor:
+    """[2, buckets] float64 on mask's device: the sum of the behaviour weights (row 0) and the token count (row 1) of
+    the tokens 0 .. buckets - 1 versions old, left on the device (summed over micro-batches, read once per optimizer
+    step). weight: [B, T] or [B, 1] from `algorithms.mismatch_weights` (None, no correction: 1); staleness [B, T]
+    long; mask [B, T]."""
     weight = torch.ones_like(mask) if weight is None else weight.expand_as(mask)
     ages = staleness.to(mask.device).flatten()
     sums = torch.bincount(ages, weights=(weight * mask).flatten().double(), minlength=buckets)[:buckets]
     counts = torch.bincount(ages, weights=mask.flatten().double(), minlength=buckets)[:buckets]
-    return list(zip(sums.tolist(), counts.tolist(), strict=True))  # one transfer each, not one per bucket
+    return torch.stack([sums, counts])
 
 
 def clip_range(a: AlgorithmConfig) -> tuple[float, float]:
@@ -292,6 +303,8 @@ class Learner:
         self.lora = cfg.model.lora.rank > 0
         # A kept key/value cache and activation recomputation do not mix (transformers turns the cache off).
         self.share_prompts = cfg.learner.share_prompts and not cfg.model.gradient_checkpointing
+        # The pass (forward.token_logprobs): shared prompts where in force, else packed rows, else padded rows.
+        self.packing = cfg.learner.packing and not self.share_prompts
         self.fused = None if cfg.learner.fused_head else False  # None: fused where forward.fusing_pays
         if self.lora:
             from peft import LoraConfig, get_peft_model
@@ -325,6 +338,7 @@ class Learner:
         self.ref = self._reference(model_path) if cfg.algorithm.kl_coef > 0 and not self.lora else None
         # The U-statistic monitor's per-sequence score sketches, read from hooks during the update's backward.
         self.score_sketch = ScoreSketch.for_config(self.module, cfg, self.share_prompts)
+        self.one_row = packs_one_row(self.module)  # packed rows: one, or as wide as the longest sequence
         self.skipped_nonfinite = 0
         self.updates = 0  # GRPO updates applied (one per step; restored on resume): the weights' version
         self.basic_grad_norm: float | None = None
@@ -409,7 +423,7 @@ class Learner:
             adapters_off = self.module.disable_adapter() if reference and self.lora else contextlib.nullcontext()
             with adapters_off:
                 logp, _ = token_logprobs(model, ids, attn, width, temperature, share_prompts=self.share_prompts,
-                                         fused=self.fused)
+                                         fused=self.fused, packed=self._packed(batch, index, sub))
             out[index, : logp.shape[1]] = logp.float().cpu()
         self.engine.train()
         return out * batch.completion_mask
@@ -441,19 +455,22 @@ class Learner:
         # least 1, so a mini-batch whose every completion is masked has loss 0 rather than 0 / 0.
         normaliser = max(1.0, all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens)))
         clip_low, clip_high = clip_range(a)
-        sums: dict[str, float] = {}
-        by_age = {f"behaviour_weight/{n}": [0.0, 0.0] for n in range(self.cfg.rollout.max_staleness + 1)}
-        tokens = loss_share = 0.0
+        # This step's statistics stay on the device, summed over micro-batches, and are read once after the step:
+        # no host sync per micro-batch or head chunk.
+        sums: dict[str, Tensor] = {}
+        by_age = torch.zeros(2, self.cfg.rollout.max_staleness + 1, dtype=torch.float64, device=self.device)
+        tokens = loss_share = torch.zeros((), dtype=torch.float64, device=self.device)
         passes, trained = self._micro_batches(batch, index)
         for micro, scale in passes:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.loss_mask(a.mask_truncated).to(self.device)
+            packed = self._packed(batch, micro, sub)
             logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True,
                                            share_prompts=self.share_prompts, fused=self.fused,
-                                           pack_last_prompt_token=self.score_sketch is not None)
+                                           pack_last_prompt_token=self.score_sketch is not None, packed=packed)
             if self.score_sketch is not None:
-                self.score_sketch.watch(micro, sub.input_ids, sub.attention_mask, sub.completion_mask, logp)
+                self.score_sketch.watch(micro, sub.input_ids, sub.attention_mask, sub.completion_mask, logp, packed)
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)
@@ -473,26 +490,36 @@ class Learner:
             # would shrink the gradient by the number of micro-batches. A non-finite loss is still
             # back-propagated: its non-finite gradient makes the optimizer skip the whole step (below).
             self.engine.backward(share * self.world, scale_wrt_gas=False)
-            count = float(cmask.sum()) * scale  # a padding pass (scale 0) adds nothing to the statistics
-            tokens += count
-            loss_share += float(share.detach())
+            count = cmask.sum(dtype=torch.float64) * scale  # a padding pass (scale 0) adds nothing to the statistics
+            tokens = tokens + count
+            loss_share = loss_share + share.detach().double()
             for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + float(value) * count
+                sums[key] = sums.get(key, 0.0) + value.double() * count
             if sub.staleness is not None and scale:
                 weight, _ = algorithms.mismatch_weights(
                     old, sub.sampler_logp.to(self.device), cmask, a.tis_cap or None, a.seq_correction,
                     a.seq_correction_low, a.seq_correction_high)
-                for n, (total, counted) in enumerate(behaviour_by_staleness(weight, sub.staleness, cmask, len(by_age))):
-                    by_age[f"behaviour_weight/{n}"][0] += total
-                    by_age[f"behaviour_weight/{n}"][1] += counted
+                by_age += behaviour_by_staleness(weight, sub.staleness, cmask, by_age.shape[1])
         applied = self._step()
         out = global_step_stats(loss_share, sums, tokens, trained, len(index))
         if batch.staleness is not None:  # the mean behaviour weight of the tokens n versions old (none: left out)
-            out.update({k: v for k, v in global_means(by_age).items() if v == v})
+            ages = {f"behaviour_weight/{n}": (by_age[0, n], by_age[1, n]) for n in range(by_age.shape[1])}
+            out.update({k: v for k, v in global_means(ages).items() if v == v})
         out["grad_norm"] = self._grad_norm() if applied else float("nan")
         out["lr"] = self.scheduler.get_last_lr()[0]
         out["skipped_step"] = 0.0 if applied else 1.0
         return out
+
+    def _packed(self, batch: UpdateBatch, rows: Tensor, sub: UpdateBatch) -> PackedSequences | None:
+        """The padding-free layout of the micro-batch `rows` (cut as `sub`) on the device, or None where the pass is
+        not packed (learner.packing off, or the shared-prompt pass in force)."""
+        if not self.packing:
+            return None
+        prompt_lens, completion_lens = batch.lengths
+        chosen = rows.tolist()
+        packed = pack_sequences(sub.input_ids, sub.completion_mask.shape[1], [prompt_lens[i] for i in chosen],
+                                [completion_lens[i] for i in chosen], one_row=self.one_row)
+        return packed.to(self.device)
 
     def _micro_batches(self, batch: UpdateBatch, index: Tensor) -> tuple[list[tuple[Tensor, float]], int]:
         """The micro-batches of the mini-batch `index` as (rows, loss scale), and how many rows they train.
@@ -517,15 +544,14 @@ class Learner:
         `pad_row` (default: row 0) with the loss scaled by 0.
         """
         lcfg = self.cfg.learner
-        prompt_lens = batch.attention_mask[:, : batch.prompt_len].sum(1).tolist()
-        completion_lens = batch.completion_mask.sum(1).long().tolist()
+        prompt_lens, completion_lens = batch.lengths
         if lcfg.max_tokens_per_micro_batch:
             groups = micro_batches.by_token_budget(rows.tolist(), prompt_lens, completion_lens,
-                                                   lcfg.max_tokens_per_micro_batch)
+                                                   lcfg.max_tokens_per_micro_batch, packed=self.packing)
         else:
             groups = micro_batches.by_count(rows.tolist(), lcfg.micro_batch_size)
         passes = max(1, int(all_reduce_max(float(len(groups)))))
-        groups, padding = micro_batches.equalise(groups, passes, prompt_lens, completion_lens)
+        groups, padding = micro_batches.equalise(groups, passes, prompt_lens, completion_lens, packed=self.packing)
         pad = torch.zeros(1, dtype=torch.long) if pad_row is None else pad_row
         return [(torch.tensor(g, dtype=torch.long), 1.0) for g in groups] + [(pad, 0.0)] * padding
 

@@ -30,48 +30,58 @@ def padded_tokens(rows: Sequence[int], prompt_lens: Sequence[int], completion_le
     return len(rows) * (max(prompt_lens[r] for r in rows) + max(completion_lens[r] for r in rows))
 
 
+def packed_tokens(rows: Sequence[int], prompt_lens: Sequence[int], completion_lens: Sequence[int]) -> int:
+    """The tokens of a micro-batch of `rows` run padding-free (learner.packing): their prompts and completions."""
+    return sum(prompt_lens[r] + completion_lens[r] for r in rows)
+
+
+def tokens_of(packed: bool):
+    """What a micro-batch's token budget counts: its packed tokens (learner.packing) or its padded rectangle."""
+    return packed_tokens if packed else padded_tokens
+
+
 def by_count(rows: Sequence[int], size: int) -> list[list[int]]:
     """Consecutive runs of `size` rows (the last may be shorter), in the given order."""
     return [list(rows[start: start + size]) for start in range(0, len(rows), size)]
 
 
 def by_token_budget(rows: Sequence[int], prompt_lens: Sequence[int], completion_lens: Sequence[int],
-                    budget: int) -> list[list[int]]:
-    """Micro-batches of at most `budget` padded tokens each (`padded_tokens`).
+                    budget: int, packed: bool = False) -> list[list[int]]:
+    """Micro-batches of at most `budget` tokens each: padded tokens (`padded_tokens`), or with `packed` the
+    sequences' own tokens (`packed_tokens`: a padding-free pass runs no more).
 
     The rows are taken longest completion first (then longest prompt, then row number: deterministic), and each
-    micro-batch takes rows while its padded tokens stay within the budget. Sorted, a micro-batch's first row sets
+    micro-batch takes rows while its tokens stay within the budget. Sorted, a micro-batch's first row sets
     its completion width, so its rows differ little in length and little of the rectangle is padding. A row that
     alone exceeds the budget runs alone.
     """
     order = sorted(rows, key=lambda r: (-completion_lens[r], -prompt_lens[r], r))
+    count = tokens_of(packed)
     out: list[list[int]] = []
     current: list[int] = []
-    longest_prompt = longest_completion = 0
     for row in order:
-        prompt = max(longest_prompt, prompt_lens[row])
-        completion = max(longest_completion, completion_lens[row])
-        if current and (len(current) + 1) * (prompt + completion) > budget:
+        if current and count([*current, row], prompt_lens, completion_lens) > budget:
             out.append(current)
-            current, prompt, completion = [], prompt_lens[row], completion_lens[row]
+            current = []
         current.append(row)
-        longest_prompt, longest_completion = prompt, completion
     if current:
         out.append(current)
     return out
 
 
 def equalise(micro_batches: list[list[int]], passes: int, prompt_lens: Sequence[int],
-             completion_lens: Sequence[int]) -> tuple[list[list[int]], int]:
-    """`passes` micro-batches from `micro_batches` (at most that many): the one with the most padded tokens split
-    in two halves (in place, so the order stays deterministic) until there are enough, or until none has two rows.
-    Returns (micro-batches, padding passes still needed): the caller runs those with the loss scaled by 0."""
+             completion_lens: Sequence[int], packed: bool = False) -> tuple[list[list[int]], int]:
+    """`passes` micro-batches from `micro_batches` (at most that many): the one with the most tokens (padded, or
+    with `packed` their own) split in two halves (in place, so the order stays deterministic) until there are
+    enough, or until none has two rows. Returns (micro-batches, padding passes still needed): the caller runs those
+    with the loss scaled by 0."""
+    count = tokens_of(packed)
     out = [list(micro) for micro in micro_batches]
     while len(out) < passes:
         splittable = [i for i, micro in enumerate(out) if len(micro) > 1]
         if not splittable:
             break
-        i = max(splittable, key=lambda k: (padded_tokens(out[k], prompt_lens, completion_lens), -k))
+        i = max(splittable, key=lambda k: (count(out[k], prompt_lens, completion_lens), -k))
         half = (len(out[i]) + 1) // 2
         out[i: i + 1] = [out[i][:half], out[i][half:]]
     return out, passes - len(out)

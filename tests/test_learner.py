@@ -100,22 +100,28 @@ def test_update_changes_weights_and_reports_stats(tiny_path, stage):
 
 
 def test_micro_batch_split_gives_the_same_step(tiny_path):
-    """One micro-batch of 8, four of 2, or as many as a budget of 40 padded tokens holds: the same global normaliser,
-    so the same gradient and update."""
+    """One padded micro-batch of 8, four packed ones of 2, or as many as a budget of 40 tokens holds (padded tokens,
+    or packed ones): the same global normaliser, so the same gradient and update, padded or padding-free."""
     batch = random_batch()
-    results, norms = [], []
-    for split in ("learner.micro_batch_size=8", "learner.micro_batch_size=2", "learner.max_tokens_per_micro_batch=40"):
+    results, norms, plans = [], [], []
+    for split in (("learner.micro_batch_size=8", "learner.packing=false"), ("learner.micro_batch_size=2",),
+                  ("learner.max_tokens_per_micro_batch=40", "learner.packing=false"),
+                  ("learner.max_tokens_per_micro_batch=40",)):
         # adam_eps 1e-6: Adam's first step is ~lr * g / (|g| + eps), so with eps 1e-8 a gradient element of
         # ~1e-8 turns a rounding difference of the summation order into a visible difference of the step.
-        learner = Learner(make_cfg("learner.zero_stage=2", split, "learner.grad_clip=0", "learner.adam_eps=1e-6"),
+        learner = Learner(make_cfg("learner.zero_stage=2", *split, "learner.grad_clip=0", "learner.adam_eps=1e-6"),
                           tiny_path, total_optimizer_steps=4)
         passes, _ = learner._micro_batches(batch, torch.arange(8))
+        plans.append([rows.tolist() for rows, _ in passes])
         norms.append(learner.update(batch)["grad_norm"])
         results.append(weights(learner))
     # The budget's micro-batches, longest completions first (row i: 2 + i completion tokens, prompts of 4-6):
-    # [7, 6] 2 x (5 + 9) = 28, [5, 4, 3] 3 x (6 + 7) = 39, [2, 1, 0] 3 x (6 + 4) = 30 padded tokens.
-    assert [rows.tolist() for rows, _ in passes] == [[7, 6], [5, 4, 3], [2, 1, 0]]
-    assert [batch.rows(rows).input_ids.numel() for rows, _ in passes] == [28, 39, 30]
+    # padded, [7, 6] 2 x (5 + 9) = 28, [5, 4, 3] 3 x (6 + 7) = 39, [2, 1, 0] 3 x (6 + 4) = 30 padded tokens;
+    # packed (sequences of 6, 8, 10, 9, 11, 13, 12, 14 tokens), [7, 6, 5] 14 + 12 + 13 = 39, [4, 3, 2, 1] 38, [0] 6.
+    assert plans[2] == [[7, 6], [5, 4, 3], [2, 1, 0]]
+    assert [batch.rows(torch.tensor(rows)).input_ids.numel() for rows in plans[2]] == [28, 39, 30]
+    assert plans[3] == [[7, 6, 5], [4, 3, 2, 1], [0]]
+    assert plans[1] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     # A 1/gas rescaling would shrink the second norm 4x; summation order only moves the last bits.
     for norm, result in zip(norms[1:], results[1:], strict=True):
         assert norm == pytest.approx(norms[0], rel=1e-5)

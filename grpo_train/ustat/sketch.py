@@ -23,7 +23,8 @@ clipped token off-policy) carries nothing to divide: a sequence with such a toke
 that the learner skips (learner.skip_zero_advantage) are never run and are unscored too; the monitor needs no
 scores for groups whose rewards are all equal (every U-statistic kernel is 0 there).
 
-Layouts: without learner.share_prompts each row is one sequence and position P - 1 + t predicts token t. With it,
+Layouts: padded, each row is one sequence and position P - 1 + t predicts token t; packed (learner.packing), the
+packed rows' scored positions map to (sequence, token) as the pass's own layout says. With learner.share_prompts,
 the learner packs completions on top of their prompt's cache (grpo_train/forward.py); the prompt's last position
 would predict token 0 of all G completions at once, so while a sketch is attached the learner runs the shared
 layout with `pack_last_prompt_token` (the prompt's last token starts every packed segment; the same function, one
@@ -39,7 +40,7 @@ import torch
 from torch import Tensor
 
 from grpo_train.config import Config, ustat_monitor_on
-from grpo_train.forward import shared_prompt_layout
+from grpo_train.forward import PackedSequences, shared_prompt_layout
 
 
 def sketch_factors(out_features: int, in_features: int, dim: int, seed: int) -> tuple[Tensor, Tensor]:
@@ -83,6 +84,7 @@ class _Watched:
     attention_mask: Tensor  # [n, P + C]
     completion_mask: Tensor  # [n, C]
     calls: list[_Call]
+    packed: PackedSequences | None = None  # the padding-free layout the pass ran (learner.packing), or None
     logp_grad: list[Tensor] = field(default_factory=list)  # [n, C] dloss / dlogp, once the backward ran
 
 
@@ -128,10 +130,11 @@ class ScoreSketch:
         return None
 
     def watch(self, rows: Tensor, input_ids: Tensor, attention_mask: Tensor, completion_mask: Tensor,
-              logp: Tensor) -> None:
+              logp: Tensor, packed: PackedSequences | None = None) -> None:
         """Claim the layer's forward calls since the last watch for this micro-batch (rows of the update batch)
-        and record dloss / dlogp [n, C] when its backward runs."""
-        watched = _Watched(rows.cpu(), input_ids.cpu(), attention_mask.cpu(), completion_mask.cpu(), self._pending)
+        and record dloss / dlogp [n, C] when its backward runs; `packed`: the pass's padding-free layout."""
+        watched = _Watched(rows.cpu(), input_ids.cpu(), attention_mask.cpu(), completion_mask.cpu(), self._pending,
+                           packed)
         self._pending = []
         if logp.requires_grad:
             logp.register_hook(lambda grad: watched.logp_grad.append(grad.detach().float().cpu()))
@@ -168,6 +171,11 @@ class ScoreSketch:
                 if packed is not None and call.products.shape[:2] == packed.tokens.shape:
                     flat = call.products.flatten(0, 1)[packed.source.to(call.products.device)].cpu()
                     products[packed.target_row.cpu(), packed.target_col.cpu()] = flat.double()
+        elif watched.packed is not None:
+            packed = watched.packed
+            for call in calls:  # one call: [R, W] packed positions; packed.scored predict the completion tokens
+                flat = call.products.flatten(0, 1)[packed.scored.to(call.products.device)].cpu()
+                products[packed.target_row.cpu(), packed.target_col.cpu()] = flat.double()
         else:
             for call in calls:  # one call: [n, P + C] positions; position P - 1 + t predicts token t
                 prompt_len = call.products.shape[1] - width

@@ -421,7 +421,8 @@ class PackedSequences:
     Position ids restart at 0 at each sequence, as a padded row's count only its real tokens, so every token sees
     the positions it saw in vLLM. Attention is confined to each sequence by `packed_attention`. A row ends with
     padding only where the sequences do not fill it (`padding`): none in the single row the variable-length kernels
-    take (flash attention, flex), a row's unused tail with sdpa and eager, whose masks cost the row's width squared.
+    take (flash attention, flex), a row's unused tail with sdpa and eager, whose masks cost the row's width squared
+    (`row_capacity` weighs the two).
     """
 
     tokens: Tensor  # [R, W] token ids (0 on a row's unused tail)
@@ -443,13 +444,48 @@ class PackedSequences:
                                self.padding)
 
 
-def packs_one_row(model: torch.nn.Module) -> bool:
-    """Whether the model's attention kernel takes variable-length rows at no cost for their width (flash attention
-    with sequence boundaries, flex attention's block mask skips the blocks between sequences): then a micro-batch
-    packs into one row with no padding. sdpa and eager compute every (query, key) pair of a row and mask the others,
-    so their rows are as wide as the micro-batch's longest sequence."""
-    implementation = hf_config(model)._attn_implementation
-    return implementation.startswith("flash_attention") or implementation == "flex_attention"
+def attention_pair_cost(model: torch.nn.Module) -> float | None:
+    """What one (query, key) pair of a packed row costs relative to one token through the layer's matmuls, for
+    `row_capacity`; None where the attention kernel takes variable-length rows at no cost for their width (flash
+    attention with sequence boundaries; flex attention, whose block mask skips the blocks between sequences): a
+    micro-batch then packs into one row with no padding. sdpa and eager compute every pair of a row and mask the
+    others: 4 x heads x head_dim FLOPs a pair (scores and values) against 2 x the layer's matmul weights a token."""
+    config = hf_config(model)
+    implementation = config._attn_implementation
+    if implementation.startswith("flash_attention") or implementation == "flex_attention":
+        return None
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    weights = hidden * head_dim * (2 * heads + 2 * kv_heads) + 3 * hidden * config.intermediate_size
+    return 4 * heads * head_dim / (2 * weights)
+
+
+def row_capacity(lengths: list[int], pair_cost: float | None) -> int:
+    """The width of a micro-batch's packed rows, for sequences of `lengths` tokens: everything in one row where
+    pair_cost is None (`attention_pair_cost`); otherwise the candidate width from the longest sequence to 4x it with
+    the least estimated cost, rows x width x (1 + pair_cost x width): wider rows leave less of a tail unused, and
+    cost more attention per token."""
+    total, longest = sum(lengths), max(lengths)
+    if pair_cost is None:
+        return total
+    candidates = sorted({min(total, int(longest * m)) for m in (1, 1.25, 1.5, 2, 3, 4)})
+    return min(candidates, key=lambda w: len(_first_fit_decreasing(lengths, w)) * w * (1 + pair_cost * w))
+
+
+def _first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
+    """Sequence indices into rows of at most `capacity` tokens, longest first (ties by index: deterministic)."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for seq in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        fits = next((r for r in range(len(rows)) if room[r] >= lengths[seq]), None)
+        if fits is None:
+            rows.append([])
+            room.append(capacity)
+            fits = len(rows) - 1
+        rows[fits].append(seq)
+        room[fits] -= lengths[seq]
+    return rows
 
 
 def hf_config(model: torch.nn.Module):
@@ -462,28 +498,18 @@ def hf_config(model: torch.nn.Module):
 
 
 def pack_sequences(input_ids: Tensor, completion_len: int, prompt_lens: list[int], completion_lens: list[int],
-                   one_row: bool = False) -> PackedSequences:
+                   capacity: int | None = None) -> PackedSequences:
     """The sequences of [n, P + C] padded rows (UpdateBatch's layout, on the CPU: prompts left-padded to P columns,
     completions right-padded to C = completion_len) packed without padding; prompt_lens, completion_lens: each
     row's real tokens.
 
-    One row with one_row; otherwise first-fit-decreasing into rows as wide as the longest sequence (rows sorted
-    longest first, deterministic). Built from Python lists: no device work and no host sync.
+    First-fit-decreasing into rows of `capacity` tokens (`row_capacity`; None: the longest sequence's), each as wide
+    as the fullest. Built from Python lists: no device work and no host sync.
     """
     p = input_ids.shape[1] - completion_len
     lengths = [int(a + b) for a, b in zip(prompt_lens, completion_lens, strict=True)]
-    capacity = sum(lengths) if one_row else max(lengths)
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for seq in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
-        fits = next((r for r in range(len(rows)) if room[r] >= lengths[seq]), None)
-        if fits is None:
-            rows.append([])
-            room.append(capacity)
-            fits = len(rows) - 1
-        rows[fits].append(seq)
-        room[fits] -= lengths[seq]
-    width = capacity - min(room)
+    rows = _first_fit_decreasing(lengths, max(lengths) if capacity is None else max(capacity, max(lengths)))
+    width = max(sum(lengths[seq] for seq in row) for row in rows)
     flat_ids = input_ids.reshape(-1).tolist()
     tokens, positions, segments, seq_lens = [], [], [], []
     scored, target_row, target_col, targets = [], [], [], []
@@ -513,7 +539,7 @@ def pack_sequences(input_ids: Tensor, completion_len: int, prompt_lens: list[int
     shape = (len(rows), width)
     return PackedSequences(as_long(tokens).view(shape), as_long(positions).view(shape), as_long(segments).view(shape),
                            as_long(scored), as_long(target_row), as_long(target_col), as_long(targets), seq_lens,
-                           sum(room))
+                           len(rows) * width - sum(lengths))
 
 
 def packed_attention(model: torch.nn.Module, packed: PackedSequences) -> dict[str, Any]:

@@ -36,7 +36,14 @@ from grpo_train.distributed import (
     global_step_stats,
     on_gpu,
 )
-from grpo_train.forward import PackedSequences, compile_model, pack_sequences, packs_one_row, token_logprobs
+from grpo_train.forward import (
+    PackedSequences,
+    attention_pair_cost,
+    compile_model,
+    pack_sequences,
+    row_capacity,
+    token_logprobs,
+)
 from grpo_train.ustat.sketch import ScoreSketch
 from grpo_train.weights import PolicyWeights
 
@@ -338,7 +345,7 @@ class Learner:
         self.ref = self._reference(model_path) if cfg.algorithm.kl_coef > 0 and not self.lora else None
         # The U-statistic monitor's per-sequence score sketches, read from hooks during the update's backward.
         self.score_sketch = ScoreSketch.for_config(self.module, cfg, self.share_prompts)
-        self.one_row = packs_one_row(self.module)  # packed rows: one, or as wide as the longest sequence
+        self.pair_cost = attention_pair_cost(self.module)  # how wide the packed rows are (forward.row_capacity)
         self.skipped_nonfinite = 0
         self.updates = 0  # GRPO updates applied (one per step; restored on resume): the weights' version
         self.basic_grad_norm: float | None = None
@@ -516,9 +523,9 @@ class Learner:
         if not self.packing:
             return None
         prompt_lens, completion_lens = batch.lengths
-        chosen = rows.tolist()
-        packed = pack_sequences(sub.input_ids, sub.completion_mask.shape[1], [prompt_lens[i] for i in chosen],
-                                [completion_lens[i] for i in chosen], one_row=self.one_row)
+        prompts, completions = [prompt_lens[i] for i in rows.tolist()], [completion_lens[i] for i in rows.tolist()]
+        capacity = row_capacity([a + b for a, b in zip(prompts, completions, strict=True)], self.pair_cost)
+        packed = pack_sequences(sub.input_ids, sub.completion_mask.shape[1], prompts, completions, capacity)
         return packed.to(self.device)
 
     def _micro_batches(self, batch: UpdateBatch, index: Tensor) -> tuple[list[tuple[Tensor, float]], int]:

@@ -32,7 +32,7 @@ def test_pack_layout_worked_example():
     # Prompts [5, 6, 7] and [4]; completions [8, 9] and [3, 2, 1]: sequences of 5 and 4 tokens.
     batch = make_update_batch([[5, 6, 7], [4]], [[8, 9], [3, 2, 1]], [[0.0] * 2, [0.0] * 3], torch.zeros(2), 0)
     width = batch.completion_mask.shape[1]
-    one = pack_sequences(batch.input_ids, width, *lengths(batch), one_row=True)
+    one = pack_sequences(batch.input_ids, width, *lengths(batch), capacity=9)
     assert one.tokens.tolist() == [[5, 6, 7, 8, 9, 4, 3, 2, 1]] and one.padding == 0
     assert one.positions.tolist() == [[0, 1, 2, 3, 4, 0, 1, 2, 3]]
     assert one.segments.tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 1]]
@@ -41,12 +41,28 @@ def test_pack_layout_worked_example():
     assert one.scored.tolist() == [2, 3, 5, 6, 7]
     assert one.target_row.tolist() == [0, 0, 1, 1, 1] and one.target_col.tolist() == [0, 1, 0, 1, 2]
     assert one.targets.tolist() == [8, 9, 3, 2, 1] and one.seq_lens == [5, 4]
-    # Rows as wide as the longest sequence (sdpa, eager): 5 + 4 > 5, so two rows, the second with one tail token.
+    # Rows as wide as the longest sequence: 5 + 4 > 5, so two rows, the second with one tail token.
     rows = pack_sequences(batch.input_ids, width, *lengths(batch))
     assert rows.tokens.tolist() == [[5, 6, 7, 8, 9], [4, 3, 2, 1, 0]] and rows.padding == 1
     assert rows.positions.tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 3, 0]]
     assert rows.segments.tolist() == [[0, 0, 0, 0, 0], [1, 1, 1, 1, -1]]
     assert rows.scored.tolist() == [2, 3, 5, 6, 7] and rows.seq_lens == [5, 4, 1]
+
+
+def test_row_capacity_weighs_the_tail_against_attention():
+    # Sequences of 10, 6 and 5 tokens; candidate widths 10, 12, 15, 20, 21 make 3, 2, 2, 2 and 1 rows. Estimated
+    # cost rows x w x (1 + c x w): with free attention (c = 0) one row of 21 (30, 24, 30, 40, 21); at c = 0.05
+    # the width 12 ([10], [6, 5]: 2 x 12 x 1.6 = 38.4 against one row's 21 x 2.05 = 43.05 and 3 x 10 x 1.5 = 45).
+    assert forward.row_capacity([10, 6, 5], None) == 21
+    assert forward.row_capacity([10, 6, 5], 0.0) == 21
+    assert forward.row_capacity([10, 6, 5], 0.05) == 12
+    assert forward.row_capacity([10, 6, 5], 10.0) == 12
+
+
+def test_attention_pair_cost_from_the_config(models):
+    # tiny-qwen2: hidden 128, 4 heads of 32, 2 key/value heads, MLP 256: matmul weights a layer
+    # 128 x 32 x (8 + 4) + 3 x 128 x 256 = 49,152 + 98,304 = 147,456; a pair 4 x 4 x 32 = 512 FLOPs.
+    assert forward.attention_pair_cost(models["sdpa"]) == pytest.approx(512 / (2 * 147_456))
 
 
 def test_first_fit_decreasing_fills_rows():
@@ -67,7 +83,7 @@ def models(tiny_path):
 
 
 @pytest.mark.parametrize("fused", [False, True])
-@pytest.mark.parametrize("one_row", [False, True])
+@pytest.mark.parametrize("one_row", [False, True])  # rows as wide as the longest sequence, or one row
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 def test_packed_logprobs_and_gradients_equal_the_padded_paths(models, attention, one_row, fused):
     model = models[attention]
@@ -75,7 +91,8 @@ def test_packed_logprobs_and_gradients_equal_the_padded_paths(models, attention,
     width = batch.completion_mask.shape[1]
     weight = torch.randn(batch.completion_mask.shape, generator=torch.Generator().manual_seed(1))
     results = []
-    for packed in (None, pack_sequences(batch.input_ids, width, *lengths(batch), one_row=one_row)):
+    capacity = sum(batch.attention_mask.sum(1).tolist()) if one_row else None
+    for packed in (None, pack_sequences(batch.input_ids, width, *lengths(batch), capacity)):
         model.zero_grad(set_to_none=True)
         logp, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 0.7, with_entropy=True,
                                        fused=fused, packed=packed)
@@ -97,7 +114,7 @@ def test_packed_sequences_never_see_each_other(models):
     sequence attend to the first: the reason the packed pass builds its own mask and never takes one."""
     model = models["sdpa"]
     batch = spread_batch()
-    packed = pack_sequences(batch.input_ids, batch.completion_mask.shape[1], *lengths(batch), one_row=True)
+    packed = pack_sequences(batch.input_ids, batch.completion_mask.shape[1], *lengths(batch), capacity=10**6)
     with torch.no_grad():
         confined = model(input_ids=packed.tokens, position_ids=packed.positions, use_cache=False,
                          **packed_attention(model, packed)).logits[0]
@@ -117,10 +134,11 @@ def test_flex_attention_packs_one_row(tiny_path):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32, attn_implementation="flex_attention")
-    assert forward.packs_one_row(model)
+    assert forward.attention_pair_cost(model) is None
     batch = spread_batch()
     width = batch.completion_mask.shape[1]
-    packed = pack_sequences(batch.input_ids, width, *lengths(batch), one_row=True)
+    sequences = [a + b for a, b in zip(*lengths(batch), strict=True)]
+    packed = pack_sequences(batch.input_ids, width, *lengths(batch), forward.row_capacity(sequences, None))
     assert packed.tokens.shape[0] == 1 and packed.padding == 0
     with torch.no_grad():
         got, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 1.0, packed=packed)

@@ -1,15 +1,18 @@
-"""The benchmark scripts' own arithmetic: profile summaries, useful-token counts, the report's goals."""
+"""The benchmark scripts' own arithmetic: profile summaries, useful-token counts, the report's goals, the dispatch
+counter and the yardstick's rows."""
 
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from grpo_train.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts" / "bench"))
 
+import bench_dispatch  # noqa: E402
 import bench_report  # noqa: E402
 import bench_step  # noqa: E402
 
@@ -78,3 +81,86 @@ def test_h100_projection_matches_hand_worked_figures():
     assert bench_report.h100_projection()["mfu_used"] == bench_report.GPU_LEARNER_MFU
     text = "\n".join(bench_report.report_lines({}))
     assert "Projection (on paper, not measured)" in text and "40% MFU (assumed:" in text
+
+
+def test_dispatch_counter_counts_operations_and_syncs_without_views():
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    tolist = torch.Tensor.tolist
+    with bench_dispatch.DispatchCounter() as counter:
+        x = a @ b + 1  # mm, add
+        x.t().contiguous()  # t: a view; contiguous of the transpose: a clone
+        x.view(-1)[0].detach()  # view, select, detach: views only
+        x.sum().item()  # sum, _local_scalar_dense: 2 operations, 1 sync
+        x[0].tolist()  # select: a view; tolist dispatches nothing: 1 sync
+        x[x > 0]  # gt, index with a boolean mask: 2 operations, 1 whose shape depends on the values
+    counts = counter.totals()
+    assert counts["by_op"] == {"aten.mm": 1, "aten.add": 1, "aten.clone": 1, "aten.sum": 1,
+                               "aten._local_scalar_dense": 1, "aten.gt": 1, "aten.index": 1}
+    assert counts["ops"] == 7 and counts["syncs"] == 2 and counts["shape_from_data"] == 1
+    assert sum(n for site, n in counts["sync_sites"].items() if "test_bench.py" in site) == 2  # the callers' lines
+    assert torch.Tensor.tolist is tolist  # restored on exit
+    w = torch.randn(4, 5, requires_grad=True)
+    with bench_dispatch.DispatchCounter() as counter:
+        (a @ w).sum().backward()  # backward runs under the counter too: the mm of w's gradient
+    assert counter.ops["aten.mm"] == 2 and counter.ops["aten.sum"] == 1
+
+
+def test_per_layer_and_outside_split():
+    """Depth 1: 70 outside + 30 in the layer = 100; depth 2: 130. At 24 layers: 70 + 24 * 30 = 790."""
+    assert bench_dispatch.split_layers(100, 130) == {"per_layer": 30, "outside": 70, "at_24_layers": 790}
+    assert bench_dispatch.split_layers(100, 130, depth=2) == {"per_layer": 30, "outside": 70, "at_2_layers": 130}
+
+
+def _counted(ops: int, syncs: int, by_op: dict[str, int]) -> dict:
+    return {"ops": ops, "syncs": syncs, "shape_from_data": 0, "by_op": by_op, "sync_sites": {"learner.py:1 f": syncs},
+            "shape_from_data_sites": {}, "seconds": 1.0, "attn_implementation": "sdpa",
+            "fused_head": "taken by fusing_pays"}
+
+
+def test_report_renders_the_dispatch_section():
+    """Update: 400 + 24 x 100 = 2800 operations at 24 layers; plain: 200 + 24 x 90 = 2360: 1.19x, over 1.15x.
+    Syncs 9 with 1 micro-batch, 12 with 4: not constant."""
+    update = {1: _counted(500, 9, {}), 2: _counted(600, 9, {})}
+    plain = {1: _counted(290, 0, {"aten.mm": 30, "aten.copy_": 10}),  # the copy outside the layers only
+             2: _counted(380, 0, {"aten.mm": 50, "aten.copy_": 10})}
+    result = bench_dispatch.summarise(update, plain, _counted(520, 12, {}), {"head": "fused head"})
+    assert result["ops"]["update"] == {"per_layer": 100, "outside": 400, "at_24_layers": 2800}
+    assert result["ops_ratio"] == {"per_layer": 1.111, "outside": 2.0, "at_24_layers": 1.186}
+    assert result["ops_by_name"]["plain"] == {"per_layer": {"aten.mm": 20},
+                                              "outside": {"aten.copy_": 10, "aten.mm": 10}}
+    lines = bench_report.report_lines({"dispatch": result})
+    assert "dispatch.json" not in next(line for line in lines if line.startswith("Not run"))
+    text = "\n".join(lines)
+    assert "## Operations and host syncs of one update" in text
+    assert "| per layer | 100 | 90 | 1.11x |" in text and "| at 24 layers | 2800 | 2360 | 1.19x |" in text
+    assert "**1.19x** (goal <= 1.15x: not met)" in text
+    assert "**9** with 1 micro-batch, **12** with 4" in text and "constant per optimizer step: not met" in text
+    result = bench_dispatch.summarise(update, {1: _counted(500, 0, {}), 2: _counted(600, 0, {})}, _counted(520, 9, {}),
+                                      {"head": "fused head"})
+    text = "\n".join(bench_report.report_lines({"dispatch": result}))
+    assert "**1.00x** (goal <= 1.15x: met)" in text and "constant per optimizer step: met" in text
+
+
+def test_yardstick_text_against_both_plain_rates_and_old_results():
+    """The update at 100 GFLOP/s against a plain step at 125 (0.80x) and its forward+backward at 200 (0.50x)."""
+    y = {"rows": 16, "columns": 180, "tokens": 2800, "completion_tokens_per_row": 30, "dtype": "bf16",
+         "attn_implementation": "eager", "compiled": True, "forward_backward_gflops": 200.0, "step_gflops": 125.0,
+         "forward_backward_fraction_of_peak": 0.25, "step_fraction_of_peak": 0.15625}
+    text = bench_step.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y})
+    assert "update vs plain step 0.80x, update vs plain forward+backward 0.50x" in text
+    assert "eager attention, compiled as the learner's" in text and "25.0% of the peak" in text
+    old = {"learner_gflops_median": 100.0, "plain_pytorch_gflops": 200.0, "plain_pytorch_fraction_of_peak": 0.25}
+    assert "0.50x the plain pass" in bench_step.yardstick_text(old)  # step.json written before the step yardstick
+
+
+def test_yardstick_rows_are_the_update_micro_batch():
+    """tiny-cpu: micro-batches of 8 rows, G = 4: the first 2 prompts of step 1, 4 rows each, + 5 random tokens."""
+    cfg = load_config(str(REPO / "configs" / "tiny-cpu.yaml"))
+    assert cfg.learner.micro_batch_size == 8 and cfg.algorithm.group_size == 4
+    prompts = bench_step.rendered_prompts(cfg, 1)[0]
+    input_ids, attention_mask = bench_step.yardstick_batch(cfg, completion_len=5)
+    assert input_ids.shape == (8, max(len(p) for p in prompts[:2]) + 5)
+    for row in range(8):
+        prompt = prompts[row // 4]
+        assert attention_mask[row].sum() == len(prompt) + 5 and attention_mask[row, -1] == 1  # left-padded
+        assert input_ids[row, -len(prompt) - 5: -5].tolist() == prompt

@@ -3,8 +3,10 @@
     .venv/bin/python scripts/bench/bench_report.py    # after the bench_*.py scripts (make bench runs it last)
 
 Reads what each benchmark wrote (bench/verifier.json, rollout.json, step.json, step-2proc.json, profile.json,
-trl.json); a missing file is reported as not run, never filled in. Prints the table and checks the goals of the
-benchmark issue: our step time <= 0.5x TRL's, learner MFU >= 45% of the measured matmul peak.
+trl.json, step-ustat.json, step-async.json, dispatch.json); a missing file is reported as not run, never filled in.
+Prints the table and checks the goals of the benchmark issues: our step time <= 0.5x TRL's, learner MFU >= 45% of
+the measured matmul peak; an update's operations <= 1.15x a plain training step's and its host syncs constant per
+optimizer step (dispatch.json, issue #61).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import argparse
 import json
 from pathlib import Path
 
-from bench_step import yardstick_text  # the producer of step.json words its own figures
+# The producers of dispatch.json and step.json word their own figures.
+from bench_dispatch import report_text as dispatch_text
+from bench_step import yardstick_text
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",
          "profile": "profile.json", "trl": "trl.json", "step_ustat": "step-ustat.json",
-         "step_async": "step-async.json"}
+         "step_async": "step-async.json", "dispatch": "dispatch.json"}
 GOAL_STEP_RATIO = 0.5  # ours / TRL
 GOAL_MFU = 0.45
 GOAL_USTAT_OVERHEAD = 0.10  # the U-statistic monitor's share of the step (docs/u-statistics.md)
@@ -139,7 +143,7 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                       f"tokens only. Useful tokens/step (median): "
                       f"{sorted(m['useful_tokens_per_step'])[len(m['useful_tokens_per_step']) // 2]}, prompts "
                       f"counted {m['prompt_tokens_counted']}.", ""]
-            if "plain_pytorch_gflops" in m:
+            if "yardstick" in m or "plain_pytorch_gflops" in m:  # the latter: step.json from before the step yardstick
                 lines += [yardstick_text(m), ""]
     if "step" in parts and "step_2proc" in parts:
         lines += ["## Scaling on this machine (torchrun)", ""]
@@ -153,6 +157,9 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
         lines += ustat_lines(parts["step"], parts["step_ustat"])
     if "step" in parts and "step_async" in parts:
         lines += async_lines(parts["step"], parts["step_async"])
+    if "dispatch" in parts:
+        lines += ["## Operations and host syncs of one update (dispatch counts, Qwen2.5-0.5B widths)", "",
+                  *dispatch_text(parts["dispatch"]), ""]
     if "profile" in parts:
         p = parts["profile"]["profile"]
         lines += ["## Profile of our step (py-spy)", "",

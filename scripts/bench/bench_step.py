@@ -26,9 +26,13 @@ native bf16 support runs at ~1 GFLOP/s); the higher of the two is used, since ot
 only slow it down (under such load the MFU is not meaningful). 6 * params * tokens counts the output head (tied
 to the embedding: 28 M of SmolLM2's 135 M parameters) on every token, while the learner projects only the
 completion positions onto the vocabulary, so that MFU flatters the update; a second figure counts the head on
-completion tokens only. As a yardstick for what the model itself allows on this machine, the same model's plain
-PyTorch forward + backward (no trainer, transformers' defaults, 8 x 256 random tokens, as in the issue's reference
-measurement) is timed after the run and reported next to the update's rate.
+completion tokens only. As a yardstick for what the model itself allows on this machine, a plain PyTorch training
+step of the same model is timed after the run (`plain_step_yardstick`): the learner's dtype and attention kernel
+(model.attn_implementation: the demo's eager, compiled as the learner compiles it where learner.compile is on), one
+micro-batch's rows of the demo's real rendered prompts (learner.micro_batch_size rows in the trainer's seeded order,
+each prompt once per completion) each followed by the run's mean completion length in random tokens, forward,
+backward and a fused torch AdamW step, no DeepSpeed. Its rate is reported with and without the optimizer step, and
+the update's against both (`update vs plain step`, `update vs plain forward+backward`).
 
 `--profile` runs the trainer under py-spy (Python stacks, 20 samples/s) and reports each phase's share of the
 loop's samples and its most frequent innermost functions. Writes bench/step.json (or `--out`).
@@ -140,14 +144,8 @@ def after_warmup(rows: list[dict], warmup: int) -> list[dict]:
 # Useful tokens and MFU
 
 
-def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
-    """Prompt tokens (without padding) the learner's update computes per step.
-
-    Without learner.share_prompts every completion carries its prompt: G copies per prompt. With it, each
-    distinct prompt runs once per micro-batch that holds any of its completions (rows are prompt-major and
-    split in order; with the KL term on, no row is skipped). Replays the trainer's seeded prompt order with its
-    own sampler and renderer (one rank), so the counts are exactly the trainer's.
-    """
+def rendered_prompts(cfg, total_steps: int) -> list[list[list[int]]]:
+    """The token ids of each step's prompts, in the trainer's seeded order: its own sampler and renderer (one rank)."""
     from transformers import AutoTokenizer
 
     from grpo_train.data import PromptSampler, load_problems
@@ -157,10 +155,22 @@ def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
     renderer = PromptRenderer(tokenizer, cfg.data)
     sampler = PromptSampler(load_problems(cfg.data, "train"), seed=cfg.run.seed)
+    return [[renderer.token_ids(p) for p in sampler.next_batch(cfg.algorithm.prompts_per_step)]
+            for _ in range(total_steps)]
+
+
+def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
+    """Prompt tokens (without padding) the learner's update computes per step.
+
+    Without learner.share_prompts every completion carries its prompt: G copies per prompt. With it, each
+    distinct prompt runs once per micro-batch that holds any of its completions (rows are prompt-major and
+    split in order; with the KL term on, no row is skipped). Replays the trainer's seeded prompt order
+    (`rendered_prompts`), so the counts are exactly the trainer's.
+    """
     g, micro = cfg.algorithm.group_size, cfg.learner.micro_batch_size
     counts = []
-    for _ in range(total_steps):
-        lengths = [len(renderer.token_ids(p)) for p in sampler.next_batch(cfg.algorithm.prompts_per_step)]
+    for prompts in rendered_prompts(cfg, total_steps):
+        lengths = [len(p) for p in prompts]
         if not cfg.learner.share_prompts:
             counts.append(sum(lengths) * g)
             continue
@@ -209,30 +219,72 @@ def measure_peaks(precision: str) -> dict[str, float]:
                          matmul_peak_gflops(dtype, size=PROBE_SIZE, windows=1), 1) for dtype in ("bf16", "fp32")}
 
 
-PLAIN_ROWS, PLAIN_LEN = 8, 256  # one micro-batch of the issue's reference measurement (32 x 256 in micro-batches of 8)
+def yardstick_batch(cfg, completion_len: int, seed: int = 0):
+    """(input_ids, attention_mask) [rows, L] of the yardstick: the update's first micro-batch as plain rows. Its
+    learner.micro_batch_size rows are the first step's rendered prompts in the trainer's order, each repeated for
+    its G completions as the update's rows are (prompt-major), each followed by `completion_len` random tokens (the
+    run's mean completion length: the completions themselves are not kept), left-padded to the longest row."""
+    import torch
+    from transformers import AutoConfig
+
+    from grpo_train.models import resolve_model
+
+    prompts = rendered_prompts(cfg, 1)[0]
+    g = cfg.algorithm.group_size
+    rows = [prompts[row // g] for row in range(min(cfg.learner.micro_batch_size, len(prompts) * g))]
+    vocab = AutoConfig.from_pretrained(resolve_model(cfg.model.name_or_path)).vocab_size
+    generator = torch.Generator().manual_seed(seed)
+    width = max(len(p) for p in rows) + completion_len
+    input_ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, prompt in enumerate(rows):
+        tail = torch.randint(0, vocab, (completion_len,), generator=generator)
+        input_ids[i, width - len(prompt) - completion_len:] = torch.cat([torch.tensor(prompt), tail])
+        attention_mask[i, width - len(prompt) - completion_len:] = 1
+    return input_ids, attention_mask
 
 
-def plain_training_gflops(model_path: str, dtype_name: str) -> float:
-    """Model FLOP/s of a plain PyTorch forward + backward of the whole model in `dtype_name` (transformers' defaults,
-    no DeepSpeed, no optimizer) on PLAIN_ROWS x PLAIN_LEN random tokens, the loss over every position: what the
-    same model reaches on this machine without a trainer around it, the yardstick for the learner's MFU. One pass
-    to warm up, the faster of two timed ones."""
+def plain_step_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int) -> dict:
+    """A plain PyTorch training step of the learner's model, timed: what the same model reaches on this machine
+    without a trainer around it, the yardstick for the update's rate.
+
+    The model in `dtype_name` with the learner's attention kernel (model.attn_implementation), torch.compile'd as
+    the learner compiles it (`forward.compile_model`) where learner.compile is on; the rows of `yardstick_batch`;
+    the loss over every real position (transformers' `labels`); backward; one torch.optim.AdamW(fused=True) step.
+    No DeepSpeed, no prompt sharing: every row runs whole. Model FLOP/s = 6 * params * real tokens / time, for the
+    forward + backward alone and with the optimizer step: one step to warm up (and compile), the faster of two
+    timed ones for each.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
+    from grpo_train.forward import compile_model
+
     torch.set_num_threads(PEAK_THREADS)
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).train()
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype,
+                                                 attn_implementation=cfg.model.attn_implementation).train()
+    if cfg.learner.compile:
+        compile_model(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learner.lr, fused=True)
     params = sum(p.numel() for p in model.parameters())
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, model.config.vocab_size, (PLAIN_ROWS, PLAIN_LEN), generator=generator)
-    seconds = []
+    input_ids, attention_mask = yardstick_batch(cfg, completion_len)
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    forward_backward_s, step_s = [], []
     for _ in range(3):
         started = time.perf_counter()
-        model(input_ids=tokens, labels=tokens).loss.backward()
-        seconds.append(time.perf_counter() - started)
-        model.zero_grad(set_to_none=True)
-    return 6 * params * tokens.numel() / min(seconds[1:]) / 1e9
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        forward_backward_s.append(time.perf_counter() - started)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step_s.append(time.perf_counter() - started)
+    tokens = int(attention_mask.sum())
+    return {"rows": input_ids.shape[0], "columns": input_ids.shape[1], "tokens": tokens,
+            "completion_tokens_per_row": completion_len, "dtype": dtype_name,
+            "attn_implementation": cfg.model.attn_implementation, "compiled": cfg.learner.compile,
+            "forward_backward_s": round(min(forward_backward_s[1:]), 3), "step_s": round(min(step_s[1:]), 3),
+            "forward_backward_gflops": round(6 * params * tokens / min(forward_backward_s[1:]) / 1e9, 1),
+            "step_gflops": round(6 * params * tokens / min(step_s[1:]) / 1e9, 1)}
 
 
 def output_head_params(model_path: str) -> int:
@@ -348,12 +400,25 @@ def summarise_mfu(rows: list[dict], prompt_tokens: list[int], cfg, params: int, 
 
 
 def yardstick_text(mfu: dict) -> str:
-    """The plain-PyTorch yardstick next to the update's rate (also in bench_report's results.md)."""
-    return (f"Yardstick: a plain PyTorch forward+backward of the same model ({PLAIN_ROWS} x {PLAIN_LEN} tokens, no "
-            f"trainer) ran at {mfu['plain_pytorch_gflops']:.0f} GFLOP/s = "
-            f"{100 * mfu['plain_pytorch_fraction_of_peak']:.1f}% of the peak; the update ran at "
-            f"{mfu['learner_gflops_median']:.0f} GFLOP/s, "
-            f"{mfu['learner_gflops_median'] / mfu['plain_pytorch_gflops']:.2f}x the plain pass.")
+    """The plain-PyTorch yardstick next to the update's rate (also in bench_report's results.md). Results written
+    before the yardstick was a whole training step (`plain_pytorch_gflops`: forward+backward of 8 x 256 random
+    tokens, transformers' default attention) keep their own sentence."""
+    learner = mfu["learner_gflops_median"]
+    if "yardstick" not in mfu:
+        return (f"Yardstick: a plain PyTorch forward+backward of the same model (8 x 256 tokens, no trainer) ran at "
+                f"{mfu['plain_pytorch_gflops']:.0f} GFLOP/s = {100 * mfu['plain_pytorch_fraction_of_peak']:.1f}% of "
+                f"the peak; the update ran at {learner:.0f} GFLOP/s, "
+                f"{learner / mfu['plain_pytorch_gflops']:.2f}x the plain pass.")
+    y = mfu["yardstick"]
+    compiled = "compiled as the learner's (learner.compile)" if y["compiled"] else "not compiled"
+    return (f"Yardstick: a plain PyTorch step of the same model ({y['dtype']}, {y['attn_implementation']} attention, "
+            f"{compiled}; {y['rows']} rows of the demo's rendered prompts + {y['completion_tokens_per_row']} random "
+            f"completion tokens, {y['tokens']} tokens padded to {y['columns']} columns; no trainer): "
+            f"forward+backward {y['forward_backward_gflops']:.0f} GFLOP/s "
+            f"({100 * y['forward_backward_fraction_of_peak']:.1f}% of the peak), with the fused AdamW step "
+            f"{y['step_gflops']:.0f} GFLOP/s ({100 * y['step_fraction_of_peak']:.1f}%). The update ran at "
+            f"{learner:.0f} GFLOP/s: update vs plain step {learner / y['step_gflops']:.2f}x, update vs plain "
+            f"forward+backward {learner / y['forward_backward_gflops']:.2f}x.")
 
 
 def print_table(result: dict) -> None:
@@ -460,9 +525,10 @@ def main() -> None:
         result["mfu"] = summarise_mfu(rows, prompt_tokens_per_step(cfg, total_steps), cfg,
                                       trainable_params(model_path), output_head_params(model_path),
                                       peaks[args.precision], args.warmup)
-        plain_gflops = plain_training_gflops(model_path, args.precision)
-        result["mfu"]["plain_pytorch_gflops"] = round(plain_gflops, 1)
-        result["mfu"]["plain_pytorch_fraction_of_peak"] = round(plain_gflops / peaks[args.precision], 4)
+        yardstick = plain_step_yardstick(cfg, model_path, args.precision, round(result["ours"]["completion_len_mean"]))
+        for rate in ("forward_backward", "step"):
+            yardstick[f"{rate}_fraction_of_peak"] = round(yardstick[f"{rate}_gflops"] / peaks[args.precision], 4)
+        result["mfu"]["yardstick"] = yardstick
         result["mfu"]["learner_gflops_median"] = round(
             result["mfu"]["mfu_median"] * peaks[args.precision], 1)
     if raw_profile is not None:

@@ -497,28 +497,21 @@ def hf_config(model: torch.nn.Module):
     return model.config
 
 
-def pack_sequences(input_ids: Tensor, completion_len: int, prompt_lens: list[int], completion_lens: list[int],
-                   capacity: int | None = None) -> PackedSequences:
-    """The sequences of [n, P + C] padded rows (UpdateBatch's layout, on the CPU: prompts left-padded to P columns,
-    completions right-padded to C = completion_len) packed without padding; prompt_lens, completion_lens: each
-    row's real tokens.
-
-    First-fit-decreasing into rows of `capacity` tokens (`row_capacity`; None: the longest sequence's), each as wide
-    as the fullest. Built from Python lists: no device work and no host sync.
+def pack_sequences(sequences: list[list[int]], prompt_lens: list[int], capacity: int | None = None) -> PackedSequences:
+    """`sequences` (each one's tokens, prompt then completion, its first prompt_lens[i] the prompt) packed without
+    padding between them, first-fit-decreasing into rows of `capacity` tokens (`row_capacity`; None: the longest
+    sequence's), each as wide as the fullest. Built from Python lists: no device work and no host sync.
     """
-    p = input_ids.shape[1] - completion_len
-    lengths = [int(a + b) for a, b in zip(prompt_lens, completion_lens, strict=True)]
+    lengths = [len(seq) for seq in sequences]
     rows = _first_fit_decreasing(lengths, max(lengths) if capacity is None else max(capacity, max(lengths)))
     width = max(sum(lengths[seq] for seq in row) for row in rows)
-    flat_ids = input_ids.reshape(-1).tolist()
     tokens, positions, segments, seq_lens = [], [], [], []
     scored, target_row, target_col, targets = [], [], [], []
     for r, members in enumerate(rows):
         offset = r * width
         for seq in members:
-            start = seq * input_ids.shape[1] + p - int(prompt_lens[seq])  # its first real token in the rectangle
-            length, prompt = lengths[seq], int(prompt_lens[seq])
-            tokens += flat_ids[start: start + length]
+            length, prompt = lengths[seq], prompt_lens[seq]
+            tokens += sequences[seq]
             positions += range(length)
             segments += [seq] * length
             seq_lens.append(length)
@@ -526,7 +519,7 @@ def pack_sequences(input_ids: Tensor, completion_len: int, prompt_lens: list[int
             scored += range(offset + prompt - 1, offset + length - 1)
             target_row += [seq] * (length - prompt)
             target_col += range(length - prompt)
-            targets += flat_ids[start + prompt: start + length]
+            targets += sequences[seq][prompt:]
             offset += length
         tail = (r + 1) * width - offset
         tokens += [0] * tail
@@ -534,7 +527,7 @@ def pack_sequences(input_ids: Tensor, completion_len: int, prompt_lens: list[int
         segments += [-1] * tail
         seq_lens += [tail] if tail else []
     if not scored:  # no completion token at all: score one position (masked out of every loss) to keep the graph
-        scored, target_row, target_col, targets = [0], [rows[0][0]], [0], [flat_ids[0]]
+        scored, target_row, target_col, targets = [0], [rows[0][0]], [0], [sequences[rows[0][0]][0]]
     as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
     shape = (len(rows), width)
     return PackedSequences(as_long(tokens).view(shape), as_long(positions).view(shape), as_long(segments).view(shape),

@@ -177,11 +177,18 @@ class UpdateBatch:
         p = self.prompt_len
         return self.attention_mask[:, :p].sum(1).tolist(), self.attention_mask[:, p:].sum(1).tolist()
 
-    def rows(self, index: Tensor) -> UpdateBatch:
+    @functools.cached_property
+    def sequences(self) -> list[list[int]]:
+        """Each row's tokens, prompt then completion, without padding (what a packed pass runs), read once."""
+        p, ids = self.prompt_len, self.input_ids.tolist()
+        return [row[p - prompt: p + completion] for row, prompt, completion in zip(ids, *self.lengths, strict=True)]
+
+    def rows(self, index: Tensor | list[int]) -> UpdateBatch:
         """The sequences `index` [n], without the columns that are padding in all of them."""
         p = self.prompt_len
         prompt_lens, completion_lens = self.lengths
-        chosen = index.tolist()
+        chosen = index if isinstance(index, list) else index.tolist()
+        index = torch.tensor(chosen, dtype=torch.long)
         longest_prompt = max(prompt_lens[i] for i in chosen)
         longest_completion = max(1, max(completion_lens[i] for i in chosen))
         columns = slice(p - longest_prompt, p + longest_completion)
@@ -430,7 +437,7 @@ class Learner:
             adapters_off = self.module.disable_adapter() if reference and self.lora else contextlib.nullcontext()
             with adapters_off:
                 logp, _ = token_logprobs(model, ids, attn, width, temperature, share_prompts=self.share_prompts,
-                                         fused=self.fused, packed=self._packed(batch, index, sub))
+                                         fused=self.fused, packed=self._packed(batch, index))
             out[index, : logp.shape[1]] = logp.float().cpu()
         self.engine.train()
         return out * batch.completion_mask
@@ -472,12 +479,13 @@ class Learner:
             sub = batch.rows(micro)
             ids, attn = sub.input_ids.to(self.device), sub.attention_mask.to(self.device)
             cmask = sub.loss_mask(a.mask_truncated).to(self.device)
-            packed = self._packed(batch, micro, sub)
+            packed = self._packed(batch, micro)
             logp, entropy = token_logprobs(self.engine, ids, attn, cmask.shape[1], temperature, with_entropy=True,
                                            share_prompts=self.share_prompts, fused=self.fused,
                                            pack_last_prompt_token=self.score_sketch is not None, packed=packed)
             if self.score_sketch is not None:
-                self.score_sketch.watch(micro, sub.input_ids, sub.attention_mask, sub.completion_mask, logp, packed)
+                self.score_sketch.watch(torch.tensor(micro), sub.input_ids, sub.attention_mask, sub.completion_mask,
+                                        logp, packed)
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)
@@ -517,18 +525,17 @@ class Learner:
         out["skipped_step"] = 0.0 if applied else 1.0
         return out
 
-    def _packed(self, batch: UpdateBatch, rows: Tensor, sub: UpdateBatch) -> PackedSequences | None:
-        """The padding-free layout of the micro-batch `rows` (cut as `sub`) on the device, or None where the pass is
-        not packed (learner.packing off, or the shared-prompt pass in force)."""
+    def _packed(self, batch: UpdateBatch, rows: list[int]) -> PackedSequences | None:
+        """The padding-free layout of the micro-batch `rows` on the device, or None where the pass is not packed
+        (learner.packing off, or the shared-prompt pass in force)."""
         if not self.packing:
             return None
-        prompt_lens, completion_lens = batch.lengths
-        prompts, completions = [prompt_lens[i] for i in rows.tolist()], [completion_lens[i] for i in rows.tolist()]
-        capacity = row_capacity([a + b for a, b in zip(prompts, completions, strict=True)], self.pair_cost)
-        packed = pack_sequences(sub.input_ids, sub.completion_mask.shape[1], prompts, completions, capacity)
+        sequences = [batch.sequences[i] for i in rows]
+        prompts = [batch.lengths[0][i] for i in rows]
+        packed = pack_sequences(sequences, prompts, row_capacity([len(s) for s in sequences], self.pair_cost))
         return packed.to(self.device)
 
-    def _micro_batches(self, batch: UpdateBatch, index: Tensor) -> tuple[list[tuple[Tensor, float]], int]:
+    def _micro_batches(self, batch: UpdateBatch, index: Tensor) -> tuple[list[tuple[list[int], float]], int]:
         """The micro-batches of the mini-batch `index` as (rows, loss scale), and how many rows they train.
 
         A sequence none of whose tokens the loss counts (a truncated one under mask_truncated) has loss 0 and
@@ -540,9 +547,10 @@ class Learner:
         if self.cfg.learner.skip_zero_advantage and self.cfg.algorithm.kl_coef == 0:
             keep &= batch.advantages[index] != 0
         rows = index[keep]
-        return self._plan(batch, rows, pad_row=index[:1]), len(rows)
+        return self._plan(batch, rows, pad_row=index[:1].tolist()), len(rows)
 
-    def _plan(self, batch: UpdateBatch, rows: Tensor, pad_row: Tensor | None = None) -> list[tuple[Tensor, float]]:
+    def _plan(self, batch: UpdateBatch, rows: Tensor,
+              pad_row: list[int] | None = None) -> list[tuple[list[int], float]]:
         """`rows` of the batch in micro-batches, as (rows, loss scale): learner.micro_batch_size rows each, or, with
         learner.max_tokens_per_micro_batch, as many as the token budget holds (grpo_train/micro_batches.py).
 
@@ -552,15 +560,16 @@ class Learner:
         """
         lcfg = self.cfg.learner
         prompt_lens, completion_lens = batch.lengths
+        rows = rows.tolist()  # the one read of the rows: every micro-batch is a list cut from it
         if lcfg.max_tokens_per_micro_batch:
-            groups = micro_batches.by_token_budget(rows.tolist(), prompt_lens, completion_lens,
+            groups = micro_batches.by_token_budget(rows, prompt_lens, completion_lens,
                                                    lcfg.max_tokens_per_micro_batch, packed=self.packing)
         else:
-            groups = micro_batches.by_count(rows.tolist(), lcfg.micro_batch_size)
+            groups = micro_batches.by_count(rows, lcfg.micro_batch_size)
         passes = max(1, int(all_reduce_max(float(len(groups)))))
         groups, padding = micro_batches.equalise(groups, passes, prompt_lens, completion_lens, packed=self.packing)
-        pad = torch.zeros(1, dtype=torch.long) if pad_row is None else pad_row
-        return [(torch.tensor(g, dtype=torch.long), 1.0) for g in groups] + [(pad, 0.0)] * padding
+        pad = [0] if pad_row is None else pad_row
+        return [(g, 1.0) for g in groups] + [(pad, 0.0)] * padding
 
     def _grad_norm(self) -> float:
         """The pre-clipping global gradient norm of the last applied step (NaN where it is not known)."""

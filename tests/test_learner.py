@@ -112,7 +112,7 @@ def test_micro_batch_split_gives_the_same_step(tiny_path):
         learner = Learner(make_cfg("learner.zero_stage=2", *split, "learner.grad_clip=0", "learner.adam_eps=1e-6"),
                           tiny_path, total_optimizer_steps=4)
         passes, _ = learner._micro_batches(batch, torch.arange(8))
-        plans.append([rows.tolist() for rows, _ in passes])
+        plans.append([rows for rows, _ in passes])
         norms.append(learner.update(batch)["grad_norm"])
         results.append(weights(learner))
     # The budget's micro-batches, longest completions first (row i: 2 + i completion tokens, prompts of 4-6):

@@ -10,8 +10,9 @@ from grpo_train.forward import pack_sequences, packed_attention, token_logprobs
 from grpo_train.learner import Learner, make_update_batch
 
 
-def lengths(batch):
-    return batch.lengths
+def packed_of(batch, capacity=None):
+    """The batch's sequences packed as the learner packs a micro-batch of all of them."""
+    return pack_sequences(batch.sequences, batch.lengths[0], capacity)
 
 
 def spread_batch(seed=0, vocab=1000):
@@ -31,8 +32,7 @@ def spread_batch(seed=0, vocab=1000):
 def test_pack_layout_worked_example():
     # Prompts [5, 6, 7] and [4]; completions [8, 9] and [3, 2, 1]: sequences of 5 and 4 tokens.
     batch = make_update_batch([[5, 6, 7], [4]], [[8, 9], [3, 2, 1]], [[0.0] * 2, [0.0] * 3], torch.zeros(2), 0)
-    width = batch.completion_mask.shape[1]
-    one = pack_sequences(batch.input_ids, width, *lengths(batch), capacity=9)
+    one = packed_of(batch, capacity=9)
     assert one.tokens.tolist() == [[5, 6, 7, 8, 9, 4, 3, 2, 1]] and one.padding == 0
     assert one.positions.tolist() == [[0, 1, 2, 3, 4, 0, 1, 2, 3]]
     assert one.segments.tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 1]]
@@ -42,7 +42,7 @@ def test_pack_layout_worked_example():
     assert one.target_row.tolist() == [0, 0, 1, 1, 1] and one.target_col.tolist() == [0, 1, 0, 1, 2]
     assert one.targets.tolist() == [8, 9, 3, 2, 1] and one.seq_lens == [5, 4]
     # Rows as wide as the longest sequence: 5 + 4 > 5, so two rows, the second with one tail token.
-    rows = pack_sequences(batch.input_ids, width, *lengths(batch))
+    rows = packed_of(batch)
     assert rows.tokens.tolist() == [[5, 6, 7, 8, 9], [4, 3, 2, 1, 0]] and rows.padding == 1
     assert rows.positions.tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 3, 0]]
     assert rows.segments.tolist() == [[0, 0, 0, 0, 0], [1, 1, 1, 1, -1]]
@@ -69,7 +69,7 @@ def test_first_fit_decreasing_fills_rows():
     # Sequences of 6, 3, 2 and 1 tokens into rows of 6: [6], [3, 2, 1] - no padding.
     batch = make_update_batch([[4, 4, 4, 4, 4], [4, 4], [4], [4]], [[9], [9], [9], []], [[0.0], [0.0], [0.0], []],
                               torch.zeros(4), 0)
-    packed = pack_sequences(batch.input_ids, batch.completion_mask.shape[1], *lengths(batch))
+    packed = packed_of(batch)
     assert packed.tokens.shape == (2, 6) and packed.padding == 0
     assert packed.segments.tolist() == [[0] * 6, [1, 1, 1, 2, 2, 3]]
 
@@ -92,7 +92,7 @@ def test_packed_logprobs_and_gradients_equal_the_padded_paths(models, attention,
     weight = torch.randn(batch.completion_mask.shape, generator=torch.Generator().manual_seed(1))
     results = []
     capacity = sum(batch.attention_mask.sum(1).tolist()) if one_row else None
-    for packed in (None, pack_sequences(batch.input_ids, width, *lengths(batch), capacity)):
+    for packed in (None, packed_of(batch, capacity)):
         model.zero_grad(set_to_none=True)
         logp, entropy = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 0.7, with_entropy=True,
                                        fused=fused, packed=packed)
@@ -114,7 +114,7 @@ def test_packed_sequences_never_see_each_other(models):
     sequence attend to the first: the reason the packed pass builds its own mask and never takes one."""
     model = models["sdpa"]
     batch = spread_batch()
-    packed = pack_sequences(batch.input_ids, batch.completion_mask.shape[1], *lengths(batch), capacity=10**6)
+    packed = packed_of(batch, capacity=10**6)
     with torch.no_grad():
         confined = model(input_ids=packed.tokens, position_ids=packed.positions, use_cache=False,
                          **packed_attention(model, packed)).logits[0]
@@ -137,8 +137,7 @@ def test_flex_attention_packs_one_row(tiny_path):
     assert forward.attention_pair_cost(model) is None
     batch = spread_batch()
     width = batch.completion_mask.shape[1]
-    sequences = [a + b for a, b in zip(*lengths(batch), strict=True)]
-    packed = pack_sequences(batch.input_ids, width, *lengths(batch), forward.row_capacity(sequences, None))
+    packed = packed_of(batch, forward.row_capacity([len(s) for s in batch.sequences], None))
     assert packed.tokens.shape[0] == 1 and packed.padding == 0
     with torch.no_grad():
         got, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, width, 1.0, packed=packed)
@@ -164,7 +163,7 @@ def test_the_packed_pass_makes_no_host_sync(models, monkeypatch, fused):
     monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 4 * models["sdpa"].config.vocab_size)  # several chunks
     batch = spread_batch()
     width = batch.completion_mask.shape[1]
-    packed = pack_sequences(batch.input_ids, width, *lengths(batch))
+    packed = packed_of(batch)
     with _Syncs() as syncs:
         logp, _ = token_logprobs(models["sdpa"], batch.input_ids, batch.attention_mask, width, 1.0, fused=fused,
                                  packed=packed)
@@ -215,4 +214,4 @@ def test_shared_prompts_take_precedence_over_packing(tiny_path):
     learner = Learner(make_cfg("learner.share_prompts=true"), tiny_path, total_optimizer_steps=1)
     assert learner.share_prompts and not learner.packing
     batch = spread_batch()
-    assert learner._packed(batch, torch.arange(4), batch.rows(torch.arange(4))) is None
+    assert learner._packed(batch, [0, 1, 2, 3]) is None

@@ -64,7 +64,8 @@ def spread_batch(prompts: int, group_size: int, seed: int):
 
 
 def settings(args) -> dict[str, list[str]]:
-    """The overrides of the two settings; the budget is the fixed split's largest pass in padded tokens."""
+    """The overrides of the three settings; the budget is the fixed split's largest pass in padded tokens (and, for
+    the packed setting, in the tokens of its packed sequences)."""
     from grpo_train.micro_batches import by_count, padded_tokens
 
     batch = spread_batch(args.prompts, args.group_size, args.seed)
@@ -74,8 +75,9 @@ def settings(args) -> dict[str, list[str]]:
     base = ["model.max_model_len=1024", "rollout.max_tokens=512",
             "algorithm.seq_correction=none", "learner.zero_stage=0", "learner.precision=fp32",
             f"learner.share_prompts={str(args.share_prompts).lower()}", f"algorithm.group_size={args.group_size}"]
-    return {"fixed": [*base, f"learner.micro_batch_size={args.micro_batch_size}"],
-            "budget": [*base, f"learner.max_tokens_per_micro_batch={largest}"]}
+    return {"fixed": [*base, f"learner.micro_batch_size={args.micro_batch_size}", "learner.packing=false"],
+            "budget": [*base, f"learner.max_tokens_per_micro_batch={largest}", "learner.packing=false"],
+            "packed": [*base, f"learner.max_tokens_per_micro_batch={largest}", "learner.packing=true"]}
 
 
 def lengths(batch) -> tuple[list[int], list[int]]:
@@ -107,7 +109,6 @@ def child(args) -> None:
     from grpo_train.config import load_config
     from grpo_train.distributed import init_distributed
     from grpo_train.learner import Learner
-    from grpo_train.micro_batches import padded_tokens
 
     init_distributed()
     overrides = json.loads(args.child)
@@ -126,14 +127,21 @@ def child(args) -> None:
             p.copy_(before[n])
     started = time.perf_counter()
     learner.update(batch)
+    run = [pass_tokens(learner, batch, rows) for rows, _ in passes]  # the tokens each pass's tensors hold
     out = {"update_s": time.perf_counter() - started, "passes": len(passes),
            "rows_per_pass": [len(rows) for rows, _ in passes],
-           "padded_tokens": sum(padded_tokens(rows.tolist(), prompt_lens, completion_lens) for rows, _ in passes),
-           "largest_pass_tokens": max(padded_tokens(rows.tolist(), prompt_lens, completion_lens)
-                                      for rows, _ in passes),
+           "padded_tokens": sum(run), "largest_pass_tokens": max(run),
            "real_tokens": sum(prompt_lens) + sum(completion_lens),
            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def pass_tokens(learner, batch, rows) -> int:
+    """The tokens a pass over `rows` runs, padding included: its packed rows' (learner.packing) or its rectangle."""
+    from grpo_train.micro_batches import padded_tokens
+
+    packed = learner._packed(batch, rows)
+    return packed.tokens.numel() if packed is not None else padded_tokens(rows, *batch.lengths)
 
 
 def run_child(args, overrides: list[str], gradient: Path | None) -> dict:
@@ -174,10 +182,11 @@ def summarise(args, runs: dict[str, list[dict]], overrides: dict, gradients: dic
               load_before: float) -> dict:
     import torch
 
-    fixed, budget = (torch.load(gradients[name]) for name in runs)
+    fixed, budget, packed = (torch.load(gradients[name]) for name in runs)
     result = {"setting": {"prompts": args.prompts, "group_size": args.group_size, "model": MODEL,
                           "share_prompts": args.share_prompts, "overrides": overrides, "seed": args.seed},
               "gradient_max_rel_diff": gradient_difference(fixed, budget),
+              "packed_gradient_max_rel_diff": gradient_difference(budget, packed),
               "wall_s": round(time.perf_counter() - started, 1),
               "load_average_1min_before_after": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
     for name, rows in runs.items():
@@ -191,6 +200,7 @@ def summarise(args, runs: dict[str, list[dict]], overrides: dict, gradients: dic
     result["padded_tokens_cut"] = 1 - result["budget"]["padded_tokens"] / result["fixed"]["padded_tokens"]
     result["padding_tokens_cut"] = 1 - result["budget"]["padding_tokens"] / result["fixed"]["padding_tokens"]
     result["update_time_cut"] = 1 - result["budget"]["update_s_median"] / result["fixed"]["update_s_median"]
+    result["packed_update_vs_budget"] = result["packed"]["update_s_median"] / result["budget"]["update_s_median"]
     return result
 
 
@@ -200,7 +210,7 @@ def main() -> None:
         child(args)
         return
     started, load_before = time.perf_counter(), os.getloadavg()[0]
-    runs: dict[str, list[dict]] = {"fixed": [], "budget": []}
+    runs: dict[str, list[dict]] = {"fixed": [], "budget": [], "packed": []}
     gradients = {name: args.out.with_name(f"{args.out.stem}-{name}-grad.pt") for name in runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     overrides = settings(args)
@@ -218,7 +228,10 @@ def main() -> None:
     print(f"padded tokens -{100 * result['padded_tokens_cut']:.0f}%, "
           f"padding -{100 * result['padding_tokens_cut']:.0f}%, "
           f"update time -{100 * result['update_time_cut']:.0f}%, "
-          f"gradient max relative difference {result['gradient_max_rel_diff']:.1e}; wrote {args.out}")
+          f"gradient max relative difference {result['gradient_max_rel_diff']:.1e}")
+    print(f"packed against the token budget: update {result['packed_update_vs_budget']:.2f}x, "
+          f"{result['packed']['padding_tokens']} padding tokens against {result['budget']['padding_tokens']}, "
+          f"gradient max relative difference {result['packed_gradient_max_rel_diff']:.1e}; wrote {args.out}")
 
 
 if __name__ == "__main__":

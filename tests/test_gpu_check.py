@@ -129,10 +129,14 @@ def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
 
 
 @pytest.mark.slow
-def test_cpu_dry_run_trains_resumes_and_measures(dry_run):
-    """The check's own machinery on the CPU: the real CLI trains tiny-qwen2.5 (Qwen2.5's tokenizer and vocabulary)
-    with a learning signal, the throughput item runs the learner and plain PyTorch, the decode item times decode
-    steps."""
+def test_cpu_dry_run_trains_measures_throughput_and_times_decode_steps(dry_run):
+    """The check's own machinery on the CPU (not the resume item: the dry run leaves it out): the real CLI trains
+    tiny-qwen2.5 (Qwen2.5's tokenizer and vocabulary) with a learning signal, the throughput item runs the learner
+    and plain PyTorch, the decode item times decode steps of the model."""
+    from transformers import AutoConfig
+
+    from grpo_train.models import resolve_model
+
     proc, out = dry_run
     report = json.loads((out / "report.json").read_text())
     items = report["items"]
@@ -146,6 +150,14 @@ def test_cpu_dry_run_trains_resumes_and_measures(dry_run):
     decode = items["decode"]  # a step's time by batch, and the largest batch against twice its half
     assert set(decode["step_ms"]) == {"1", "2", "4"} and all(ms > 0 for ms in decode["step_ms"].values())
     assert decode["together"] == pytest.approx(decode["step_ms"]["4"] / (2 * decode["step_ms"]["2"]))
+    # Each step ran the model on its batch: at least its sequences' forward FLOPs (2 per matmul weight), a floor that
+    # grows with the batch, at 1 TFLOP/s, above any CPU's fp32 peak (a step that timed no model call reports a few
+    # microseconds: 0.0395 ms per sequence here). Not the measured times against each other: on a 2-core CPU a
+    # step of 1 sequence can take 3x one of 4 (95 ms against 28 ms, a slow path of the 1-row matmuls).
+    config = AutoConfig.from_pretrained(resolve_model("tiny-qwen2.5"))
+    floor_ms = {b: int(b) * gpu_profile.flops_per_token(config, decode["prompt_len"]) / 3 / 1e9
+                for b in decode["step_ms"]}
+    assert all(ms > floor_ms[b] for b, ms in decode["step_ms"].items()), (decode["step_ms"], floor_ms)
     assert "zero2" in proc.stdout and "result: " in proc.stdout
     assert not list((out / "runs").glob("*/checkpoints"))  # removed once judged (no --keep-runs)
 

@@ -109,9 +109,11 @@ def zero_variance_fraction(rewards: Tensor, group_size: int) -> Tensor:
 # On a GPU the same chunks are ~6 rows of Qwen2.5's 151,936-token vocabulary: ~1,000 chunks of ~5 small kernels
 # each per 16 x 384-token micro-batch, forward and again backward, where each launch costs more than its work. The
 # first H100 run (docs/benchmarks.md, 2026-11-28) measured the learner's update at 0.18x the tokens/s of a plain
-# PyTorch forward + backward of the same model; GPU chunks are 16 M elements (64 MiB fp32, ~110 rows) instead.
+# PyTorch forward + backward of the same model. GPU chunks are 64 M elements (256 MiB fp32, ~440 rows) instead: a
+# fused-head chunk (forward.GPU_HEAD_CHUNK_ELEMENTS, ~880 rows) is then 2 of these, forward and backward, not 8
+# (scripts/bench/bench_dispatch.py counts the operations an update dispatches).
 CHUNK_ELEMENTS = 2**20
-GPU_CHUNK_ELEMENTS = 2**24
+GPU_CHUNK_ELEMENTS = 2**26
 
 
 def token_logprobs_from_logits(logits: Tensor, tokens: Tensor, temperature: float = 1.0,

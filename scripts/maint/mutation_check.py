@@ -2,7 +2,7 @@
 and the tests that should catch it run there. A breakage that no test catches is a feature the suite no longer
 guards (issue 60: four tests stayed green with their feature gone).
 
-    make mutation-check                                          # every breakage, then the table (~15 min, 2 cores)
+    make mutation-check                                          # every breakage, then the table (11 min, 2 cores)
     .venv/bin/python scripts/maint/mutation_check.py --only pool-prefix,fused-head
     .venv/bin/python scripts/maint/mutation_check.py --list      # the breakages and the tests named for each
     .venv/bin/python scripts/maint/mutation_check.py --working-tree   # the uncommitted edits too (default: HEAD)
@@ -10,9 +10,10 @@ guards (issue 60: four tests stayed green with their feature gone).
 Not in CI. The scratch copy is HEAD (`git archive`), or with --working-tree the files git tracks or would track as
 they are on disk; it runs with this venv, its own grpo_train/ first on PYTHONPATH. Every breakage's old text must
 occur exactly once in its file, or the check stops before running anything (the code moved: update the list). First
-the named tests run on the unbroken copy and must pass (--no-baseline skips that); then each breakage in turn, its
-tests only. Caught: a named test failed. Survived: all passed (strengthen the test named for it). An error (a test
-not found, a collection error) is neither. Exit status 1 unless every breakage was caught.
+the named tests run on the unbroken copy and must pass (--no-baseline skips that: 5.4 of the 11 min, two
+pytest-xdist workers); then each breakage in turn, its tests only (one process). Caught: a named test failed.
+Survived: all passed (strengthen the test named for it). An error (a test not found, a collection error) is
+neither. Exit status 1 unless every breakage was caught.
 """
 
 from __future__ import annotations

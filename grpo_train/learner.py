@@ -112,7 +112,10 @@ def deepspeed_config(cfg: LearnerConfig, world_size: int, fused_adam: bool | Non
         "managed_gradient_accumulation": False,  # we own the boundary: one step() per mini-batch
         "gradient_clipping": cfg.grad_clip,
         "zero_optimization": {"stage": cfg.zero_stage},
-        "bf16": {"enabled": cfg.precision == "bf16"},
+        # immediate_grad_update: DeepSpeed's bf16 optimizer (stage 1 below) adds each bf16 gradient into its fp32 sum
+        # in the gradient's own hook, while it is hot, and drops it, instead of a pass over every gradient after each
+        # micro-batch's backward and another that zeroes them before the next (the same sums).
+        "bf16": {"enabled": cfg.precision == "bf16", "immediate_grad_update": cfg.precision == "bf16"},
         # torch's AdamW on CPU is a client optimizer DeepSpeed has not "tested" with ZeRO.
         "zero_allow_untested_optimizer": True,
         "zero_force_ds_cpu_optimizer": False,

@@ -75,7 +75,8 @@ def test_deepspeed_config_and_escape_hatch():
     cfg.learner.deepspeed = {"zero_optimization": {"overlap_comm": False}, "steps_per_print": 7}
     ds = deepspeed_config(cfg.learner, world_size=2)
     assert ds["zero_optimization"] == {"stage": 3, "overlap_comm": False}  # merged, not replaced
-    assert ds["bf16"] == {"enabled": True} and ds["gradient_clipping"] == 0.5 and ds["steps_per_print"] == 7
+    assert ds["bf16"] == {"enabled": True, "immediate_grad_update": True} and ds["gradient_clipping"] == 0.5
+    assert ds["steps_per_print"] == 7
     assert ds["train_batch_size"] == 16 and ds["managed_gradient_accumulation"] is False
 
 

@@ -144,19 +144,27 @@ def train_main(argv: list[str] | None = None) -> int:
     from grpo_train.checkpoint import CheckpointError
     from grpo_train.data import DataError
     from grpo_train.models import ModelNotFoundError
+    from grpo_train.preemption import Preempted, StopSignals
     from grpo_train.prompts import PromptTooLongError
     from grpo_train.rollout.server_launch import ServerError
     from grpo_train.run_dir import RunDirError, remove_if_left_empty
     from grpo_train.trainer import train
 
     existed = Path(cfg.run.output_dir).exists()
+    # SIGTERM / SIGUSR1 (preemption, a time limit): a stop at a checkpoint within run.preempt_grace_s
+    stop = StopSignals(cfg.run.preempt_grace_s, lambda how, note: interrupt_line(cfg, args, how, note))
     try:
-        run_dir = train(cfg)
-    except KeyboardInterrupt:  # Ctrl-C: one line instead of the tracebacks of every library it went through
+        run_dir = train(cfg, stop)
+    except (KeyboardInterrupt, Preempted) as err:
+        # Ctrl-C (at once), or a stop signal (at a checkpoint): one line instead of the tracebacks of every library
+        # it went through
+        stop.close()  # the watchdog off before the line is printed (the finally runs after it)
         remove_if_left_empty(Path(cfg.run.output_dir), existed)
+        how, note = (err.how, err.note) if isinstance(err, Preempted) else ("interrupted", "")
         if os.environ.get("RANK", "0") == "0":
-            print(f"grpo-train: {interrupt_line(cfg, args)}", file=sys.stderr, flush=True)
-        return 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped
+            print(f"grpo-train: {interrupt_line(cfg, args, how, note)}", file=sys.stderr, flush=True)
+        # 128 + the signal, as a shell reports a command the signal stopped: 130 for Ctrl-C, 143 SIGTERM, 138 SIGUSR1
+        return err.exit_code if isinstance(err, Preempted) else 130
     except (ConfigError, RunDirError, DataError, PromptTooLongError, ModelNotFoundError, CheckpointError,
             ServerError) as err:
         # Bad input, or a rollout server that failed or stalled: one line naming it, no traceback; no empty run folder
@@ -164,14 +172,17 @@ def train_main(argv: list[str] | None = None) -> int:
         remove_if_left_empty(Path(cfg.run.output_dir), existed)
         print(f"grpo-train: {_kind(err)}: {err}", file=sys.stderr)
         return 2
+    finally:
+        stop.close()
     print(f"grpo-train: run finished; outputs in {run_dir}")
     return 0
 
 
-def interrupt_line(cfg, args: argparse.Namespace) -> str:
-    """`interrupted after step N; last complete checkpoint: PATH; resume with: COMMAND`. N is the last step
-    metrics.jsonl logged, COMMAND this command again with run.resume=auto (or, while the run folder holds no
-    checkpoint, the user's own run.resume=PATH), run.overwrite dropped: it cannot go with a resume."""
+def interrupt_line(cfg, args: argparse.Namespace, how: str = "interrupted", note: str = "") -> str:
+    """`HOW after step N[NOTE]; last complete checkpoint: PATH; resume with: COMMAND`. HOW is `interrupted` (Ctrl-C)
+    or `stopped by SIGTERM` (grpo_train/preemption.py), N the last step metrics.jsonl logged, COMMAND this command
+    again with run.resume=auto (or, while the run folder holds no checkpoint, the user's own run.resume=PATH),
+    run.overwrite dropped: it cannot go with a resume."""
     from grpo_train.checkpoint import find_resumable
     from grpo_train.metrics import METRICS_FILE, read_jsonl
 
@@ -183,7 +194,7 @@ def interrupt_line(cfg, args: argparse.Namespace) -> str:
     if cfg.run.overwrite:  # set in the config file
         kept.append("run.overwrite=false")
     command = f"{_program()} {shlex.join(['--config', args.config, *kept])}"
-    return f"interrupted after step {step}; last complete checkpoint: {last or 'none'}; resume with: {command}"
+    return f"{how} after step {step}{note}; last complete checkpoint: {last or 'none'}; resume with: {command}"
 
 
 def _program() -> str:

@@ -252,6 +252,7 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("run.eval_size", c.run.eval_size >= 0, "must be >= 0"),
         ("run.checkpoint_every", c.run.checkpoint_every >= 0, "must be >= 0"),
         ("run.keep_last", c.run.keep_last >= 1, "must be >= 1"),
+        ("run.preempt_grace_s", c.run.preempt_grace_s > 0.0, "must be > 0"),
         ("run.check_sync_every", c.run.check_sync_every >= 0, "must be >= 0"),
     ]
 

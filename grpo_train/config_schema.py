@@ -300,6 +300,11 @@ class RunConfig:
     eval_size: int = _f(200, "held-out problems per eval")
     checkpoint_every: int = _f(0, "checkpoint every k steps (0 = only at the end)")
     keep_last: int = _f(2, "checkpoints kept")
+    preempt_grace_s: float = _f(25.0, "after SIGTERM or SIGUSR1 (preemption, a time limit), the seconds the run has "
+                                "to stop at a checkpoint: the step in flight is finished if its update and a save fit, "
+                                "else abandoned; exit code 128 + the signal (143, 138). 25 s: Slurm's SIGKILL comes "
+                                "30 s after its SIGTERM by default (docs/gpu-and-clusters.md#preemption-and-the-time-"
+                                "limit)")
     check_sync_every: int = _f(0, "every k steps, check vLLM's logprobs against the learner's after the sync")
     resume: str = _f("never", "never, auto (latest complete checkpoint in output_dir) or a checkpoint path")
     overwrite: bool = _f(False, "start over in an output_dir that holds a run: the old run is moved aside to "

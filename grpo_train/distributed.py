@@ -116,3 +116,35 @@ def global_means(sums: dict[str, tuple[float | Tensor, float | Tensor]]) -> dict
     totals = flat.cpu().tolist()
     return {n: totals[2 * i] / totals[2 * i + 1] if totals[2 * i + 1] > 0 else float("nan")
             for i, n in enumerate(names)}
+
+
+# ----------------------------------------------------------------------------------------------------
+# An agreement with a deadline that names the ranks that did not answer (grpo_train/preemption.py)
+
+
+class RanksDidNotAnswer(RuntimeError):
+    def __init__(self, ranks: list[int], timeout_s: float):
+        names = ", ".join(map(str, ranks))
+        super().__init__(f"rank{'s' * (len(ranks) > 1)} {names} did not answer within {timeout_s:.1f} s")
+        self.ranks = ranks
+
+
+def store_max(store: dist.Store, rank: int, world: int, key: str, values: list[float],
+              timeout_s: float | None = None) -> list[float]:
+    """The element-wise max of every rank's `values`, through a c10d store (the process group's: host memory and a
+    socket, whatever the backend, and no collective queued behind a hung one). Each rank writes its values under
+    key/<rank> and waits for every rank's; RanksDidNotAnswer names the ranks whose values did not come within
+    timeout_s (None: the store's own timeout, the process group's)."""
+    from datetime import timedelta
+
+    store.set(f"{key}/{rank}", " ".join(map(repr, map(float, values))))
+    keys = [f"{key}/{r}" for r in range(world)]
+    try:
+        store.wait(keys) if timeout_s is None else store.wait(keys, timedelta(seconds=timeout_s))
+    except dist.DistStoreError:
+        missing = [r for r in range(world) if not store.check([keys[r]])]
+        if not missing:
+            raise
+        raise RanksDidNotAnswer(missing, store.timeout.total_seconds() if timeout_s is None else timeout_s) from None
+    rows = [[float(x) for x in value.decode().split()] for value in store.multi_get(keys)]
+    return [max(column) for column in zip(*rows, strict=True)]

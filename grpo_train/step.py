@@ -56,8 +56,14 @@ def trainer_state(step: int, sampler: PromptSampler, cfg: Config, monitor: Ustat
     """The trainer's part of a checkpoint (the learner adds its own counters): the step, the data position, the
     resolved config; with the monitor, its window and G, so a resumed run makes the same group_size auto choices;
     with the rollout pool, every rank's groups in flight (collective), so a resumed run goes on with them."""
-    return {"step": step, "sampler": sampler.state_dict(), "config": to_dict(cfg),
-            **({"ustat": monitor.state_dict()} if monitor is not None else {}),
+    return checkpoint_state(step, sampler.state_dict(), cfg, monitor.state_dict() if monitor is not None else None,
+                            pool.state_dict() if pool is not None else None)
+
+
+def checkpoint_state(step: int, sampler: dict, cfg: Config, ustat: dict | None, pool: dict | None) -> dict:
+    """`trainer_state` from the parts' states (also those taken earlier: grpo_train/preemption.py's StepStart);
+    collective with a pool's state (this rank's)."""
+    return {"step": step, "sampler": sampler, "config": to_dict(cfg), **({"ustat": ustat} if ustat is not None else {}),
             **({"pools": pool_states(pool)} if pool is not None else {})}
 
 
@@ -141,10 +147,11 @@ def run_pool(tools: RolloutTools, pool: RolloutPool, step: int) -> tuple[Round, 
     return scored, phase, time.perf_counter() - started
 
 
-def pool_states(pool: RolloutPool) -> list[dict]:
-    """Every rank's pool state, rank-major (a checkpoint keeps them all in trainer_state.json). Collective."""
+def pool_states(state: dict) -> list[dict]:
+    """Every rank's pool state (`state`: this rank's), rank-major (a checkpoint keeps them all in trainer_state.json).
+    Collective."""
     states = [None] * dist.get_world_size()
-    dist.all_gather_object(states, pool.state_dict())
+    dist.all_gather_object(states, state)
     return states
 
 

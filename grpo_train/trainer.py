@@ -33,6 +33,7 @@ from grpo_train.memory import PhasePeaks
 from grpo_train.metrics import MetricsLogger
 from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
+from grpo_train.preemption import StepStart, StopSignals
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.pool import VerifierPool
@@ -67,10 +68,12 @@ from grpo_train.ustat.monitor import UstatMonitor, group_sketches
 PROMPTS_SHOWN = 3  # prompts.txt: the first problems' prompts, as the model sees them
 
 
-def train(cfg: Config) -> Path:
+def train(cfg: Config, stop: StopSignals | None = None) -> Path:
     # ------------------------------------------------------------------------------------------------
     # Set-up: processes, run folder, seeds, model
     rank, world = init_distributed()
+    # SIGTERM / SIGUSR1 (preemption, a time limit; grpo_train/preemption.py): the cli installs the handlers
+    stop = stop or StopSignals(cfg.run.preempt_grace_s, install=False)
     a = cfg.algorithm
     if a.prompts_per_step % world:
         raise ConfigError(f"algorithm.prompts_per_step: {a.prompts_per_step} must be a multiple of the "
@@ -138,7 +141,7 @@ def train(cfg: Config) -> Path:
     start_step = 0
     if resume_from is not None:
         state = learner.load_checkpoint(resume_from)
-        start_step = state["step"]
+        start_step = stop.last_saved = state["step"]
         try:
             sampler.load_state_dict(state["sampler"])
         except ValueError as err:
@@ -164,10 +167,12 @@ def train(cfg: Config) -> Path:
     if cfg.rollout.placement == "servers":
         engine.take_times()  # the start's weight push and eval are not step 1's
 
+    stopped = False  # by SIGTERM / SIGUSR1, at a checkpoint
     for step in range(start_step + 1, cfg.run.steps + 1):
         t_step = time.perf_counter()
         peaks.start()
         seconds: dict[str, float] = {}  # perf/<phase>_s
+        step_start = StepStart.take(step - 1, sampler, monitor, pool)  # what this step changes of the last complete one
         # --------------------------------------------------------------------------------------------
         # 0. Group size: with group_size auto, every K steps the G of smallest predicted gradient MSE (with a rollout
         # pool, for the groups due from step + k on: those due before are in flight with the G they were admitted
@@ -214,6 +219,16 @@ def train(cfg: Config) -> Path:
         trained = first if sampled is None else sampled.kept  # the groups the update trains on
         drawn = first if sampled is None else sampled.drawn  # every rollout drawn: the logged rewards and lengths
         peaks.mark("rollout")  # generation, dynamic sampling's extra rounds included
+
+        # --------------------------------------------------------------------------------------------
+        # 3c. Preemption (SIGTERM, SIGUSR1): the ranks agree whether to stop. The step is finished when its learner
+        # phases and a save fit in the grace budget left (measured on this process's saved steps); else it is
+        # abandoned before the learner touches the weights, and the step before is saved as this step found it.
+        if stop.agree(step, "rollout") and not stop.finish_fits():
+            if stop.last_saved < step - 1:
+                step_start.save(learner, run_dir, cfg)
+            stop.abandoned, stopped = step, True
+            break
 
         # --------------------------------------------------------------------------------------------
         # 4. Advantages: within each GRPO group of G (contiguous)
@@ -288,16 +303,24 @@ def train(cfg: Config) -> Path:
         logger.log(step, metrics)
 
         # --------------------------------------------------------------------------------------------
-        # 10. Checkpoint: every checkpoint_every steps and at the end; atomic, the last keep_last kept
-        if step == cfg.run.steps or (cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0):
+        # 10. Checkpoint: every checkpoint_every steps, at the end, and when the ranks agree to stop (a stop at the
+        # last step ends the run as finished); atomic, the last keep_last kept
+        if stop.agree(step, "end") or step == cfg.run.steps or (cfg.run.checkpoint_every
+                                                                 and step % cfg.run.checkpoint_every == 0):
             learner.save_checkpoint(run_dir, step, trainer_state(step, sampler, cfg, monitor, pool), cfg.run.keep_last)
+            stop.saved(step)
+        if stop.agreed and step < cfg.run.steps:
+            stopped = True
+            break
 
-    if eval_problems and cfg.run.steps > start_step:
+    if eval_problems and cfg.run.steps > start_step and not stopped:
         logger.eval_report(len(eval_problems))
     logger.failure_report(cfg.reward.max_failure_fraction)
     verifier.close()
-    engine.close()
+    engine.close()  # rollout servers this run started stop with it
     logger.close()
+    if stopped:
+        raise stop.preempted()  # the cli prints the step, the checkpoint and the resume command
     if rank == 0:
         logger.print(f"curves: {plot_run(run_dir)}")
     return run_dir

@@ -9,8 +9,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,7 +136,10 @@ def test_train_sh_dry_run_multi_node():
                    "run.seed=1", "run.output_dir=runs/a b"])
     assert result.returncode == 0, result.stderr
     assert shlex.split(result.stdout) == [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "8",
+        sys.executable, "-m", "torch.distributed.run",
+        # torchrun forwards Slurm's USR1 too, and gives the ranks time to stop at a checkpoint (test_preemption.py)
+        "--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--shutdown-timeout", "900",
+        "--nnodes", "2", "--nproc_per_node", "8",
         "--rdzv-backend", "c10d", "--rdzv-endpoint", "node0:29500", "--rdzv-id", "job7",
         "-m", "grpo_train", "--config", "configs/qwen2.5-math-7b-math.yaml", "run.seed=1",
         "run.output_dir=runs/a b"]
@@ -212,12 +217,63 @@ def test_slurm_split_script_serves_on_the_first_node_and_trains_on_the_others(tm
     assert ("--nnodes 2 --nproc_per_node 4 --rdzv-backend c10d --rdzv-endpoint gpu-a02:29500 --rdzv-id 77 "
             "-m grpo_train --config configs/tiny-cpu.yaml rollout.placement=servers") in learner
     urls = ",".join(f"http://gpu-a01:{8000 + i}" for i in range(4))
-    assert learner.replace("\\", "").endswith(f"rollout.servers.urls=[{urls}] run.resume=auto")
+    assert learner.replace("\\", "").endswith(f"rollout.servers.urls=[{urls}] run.preempt_grace_s=540 run.resume=auto")
     one = tmp_path / "one"  # a one-node job: no node left for the learner
     one.mkdir()
     one_node = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"],
                     {**env, "PATH": _slurm_stand_ins(one, ["gpu-a01"]), "SLURM_JOB_NODELIST": "gpu-a01"})
     assert one_node.returncode == 2 and "needs 2 nodes or more" in one_node.stderr
+
+
+def _run_stand_in(folder: Path, nodes: list[str], log: Path) -> str:
+    """Stand-ins for a real job: srun runs no command, a server's step ends at once and the run's step waits for a
+    stop signal as the trainer would (exit 128 + the signal; its arguments, then what it got, in `log`); scontrol
+    prints `nodes` or logs `requeue ID`. Returns a PATH that finds them first."""
+    (folder / "srun").write_text(f"""#!/usr/bin/env bash
+[[ "$*" == *serve-rollout* ]] && exit 0
+trap 'echo USR1 >> {log}; exit 138' USR1
+trap 'echo TERM >> {log}; exit 143' TERM
+echo "$*" >> {log}
+while :; do sleep 0.05; done
+""")
+    (folder / "scontrol").write_text(f"""#!/usr/bin/env bash
+if [[ $1 == requeue ]]; then echo "requeue $2" >> {log}; else printf '%s\\n' {" ".join(nodes)}; fi
+""")
+    for tool in ("srun", "scontrol"):
+        (folder / tool).chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("script", ["slurm_train.sbatch", "slurm_split.sbatch"])
+@pytest.mark.parametrize(("sig", "requeued"), [(signal.SIGUSR1, True), (signal.SIGTERM, False)])
+def test_sbatch_scripts_pass_a_stop_signal_to_the_run_and_requeue_after_the_time_limit_warning(
+        tmp_path, script, sig, requeued):
+    """Slurm sends the batch shell USR1 ahead of the time limit (#SBATCH --signal=B:USR1@LEAD) and SIGTERM on
+    preemption or scancel: the script passes either to the run and waits for it to stop; after USR1 it requeues the
+    job (a requeued job resumes: run.resume=auto), after SIGTERM it leaves that to Slurm (a cancelled job stays
+    cancelled). The run gets a grace budget that fits in the lead."""
+    log = tmp_path / "job.log"
+    env = {"PATH": _run_stand_in(tmp_path, ["gpu-a01", "gpu-a02"], log), "SLURM_SUBMIT_DIR": str(REPO),
+           "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_JOB_NUM_NODES": "2"}
+    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    # --dry-run: the split script then waits for its servers' step, not for their /health
+    job = subprocess.Popen(["bash", f"scripts/launch/{script}", "--dry-run", "--config", "configs/tiny-cpu.yaml"],
+                           cwd=REPO, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "train.sh" in log.read_text()):
+        if job.poll() is not None or time.monotonic() > deadline:
+            job.kill()
+            pytest.fail(f"the run's step did not start: {job.communicate()}")
+        time.sleep(0.05)
+    job.send_signal(sig)
+    _, stderr = job.communicate(timeout=30)
+    assert job.returncode == 128 + sig, stderr  # the run's own exit code
+    args, *events = log.read_text().splitlines()
+    assert events == [sig.name.removeprefix("SIG"), *(["requeue 4242"] if requeued else [])], (events, stderr)
+    lead = int(re.search(r"^#SBATCH --signal=B:USR1@(\d+)$", (REPO / "scripts/launch" / script).read_text(),
+                         re.M).group(1))
+    grace = float(re.search(r"run\.preempt_grace_s=(\S+)", args).group(1))
+    assert grace < lead and args.endswith("run.resume=auto")
 
 
 @pytest.mark.parametrize("stage", [2, 3])

@@ -1,6 +1,6 @@
 """Faults and bad input, end to end: whole `python -m grpo_train` runs on tiny-qwen2, killed with SIGKILL from
-the outside and resumed, compared with an uninterrupted run; and each kind of bad input giving exit code 2
-and one line naming the problem, without a traceback.
+the outside or stopped by SIGTERM / SIGUSR1 (preemption, a time limit) and resumed, compared with an uninterrupted
+run; and each kind of bad input giving exit code 2 and one line naming the problem, without a traceback.
 
 Saving that fails (disk full, out of memory), corrupt checkpoints and pickled code are tested in-process in
 test_checkpoint.py.
@@ -63,10 +63,10 @@ def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
                    *overrides], run_dir)
 
 
-def launch(cmd: list[str], run_dir: Path) -> subprocess.Popen:
+def launch(cmd: list[str], run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """The command in its own process group (a Ctrl-C or kill reaches all it starts), its output in RUN_DIR.log."""
     log = open(run_dir.with_suffix(".log"), "ab")  # noqa: SIM115 -- the child writes it; closed in `stop`
-    proc = subprocess.Popen(cmd, cwd=REPO, env=run_env(), stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**run_env(), **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     proc.log = log
     return proc
@@ -119,17 +119,51 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(str(run_dir / "checkpoints" / "step-000004" / "hf_model" / "model.safetensors"))
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """The uninterrupted run (~40-70 s), which every interrupted and resumed run of this file must end equal to."""
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    finish(start(run_dir))
+    return run_dir
+
+
+def assert_same_run(run: Path, reference: Path) -> None:
+    """Every step's metrics exactly once, equal to the uninterrupted run's except for wall-clock times; the same
+    final weights, bit for bit."""
+    ours, theirs = metric_rows(run), metric_rows(reference)
+    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [1, 2, 3, 4]
+    for mine, ref in zip(ours, theirs, strict=True):
+        assert set(mine) == set(ref)
+        for key, value in ref.items():
+            if not key.startswith(WALL_CLOCK):
+                assert math.isclose(mine[key], value, rel_tol=1e-5, abs_tol=1e-5), (ref["step"], key, mine[key], value)
+    assert theirs[3]["train/kl"] > 0 and theirs[3]["train/grad_norm"] > 0  # the comparison is not of zeros
+    mine_w, ref_w = final_weights(run), final_weights(reference)
+    assert set(mine_w) == set(ref_w)
+    for name, tensor in ref_w.items():
+        assert torch.equal(mine_w[name], tensor), name
+
+
+def resume_line(log: str, prefix: str) -> tuple[int, Path, list[str]]:
+    """The run's last line, `grpo-train: PREFIX after step N...; last complete checkpoint: PATH; resume with: COMMAND`
+    (no traceback before it): (N, PATH, COMMAND's argv)."""
+    assert "Traceback" not in log, log[-5000:]
+    last_line = log.strip().splitlines()[-1]
+    match = re.fullmatch(rf"grpo-train: {prefix} after step (\d+)(?: \(.*\))?; last complete checkpoint: (\S+); "
+                         r"resume with: (.+)", last_line)
+    assert match, last_line
+    step, ckpt, command = match.groups()
+    return int(step), Path(ckpt), shlex.split(command)
+
+
 # ----------------------------------------------------------------------------------------------------
 # kill -9 and resume
 
 
 @pytest.mark.slow
-def test_killed_interrupted_and_resumed_run_matches_the_uninterrupted_one(tmp_path):
-    """~4 runs of ~40-70 s each: the reference, then one run killed in a save, resumed and stopped by Ctrl-C,
+def test_killed_interrupted_and_resumed_run_matches_the_uninterrupted_one(tmp_path, reference):
+    """~3 runs of ~40-70 s each besides the reference: one run killed in a save, resumed and stopped by Ctrl-C,
     resumed again to the end with the command the interrupted run printed."""
-    reference = tmp_path / "reference"
-    finish(start(reference))
-
     # 1. Killed while saving step 2: the step-1 checkpoint stays the usable one.
     run = tmp_path / "killed"
     ckpts = run / "checkpoints"
@@ -151,41 +185,79 @@ def test_killed_interrupted_and_resumed_run_matches_the_uninterrupted_one(tmp_pa
     returncode = resumed.wait(timeout=120)
     log = stop(resumed)
     assert f"resumed from {ckpts / 'step-000001'} at step 1" in log.replace("\n", "")
-    assert returncode == 130 and "Traceback" not in log, log[-5000:]
-    last_line = log.strip().splitlines()[-1]
-    step, ckpt, command = re.fullmatch(r"grpo-train: interrupted after step (\d+); last complete checkpoint: (\S+); "
-                                       r"resume with: (.+)", last_line).groups()
-    assert Path(ckpt) == ckpts / latest(run) and int(step) >= 2, last_line
-    assert [r["step"] for r in metric_rows(run)] == list(range(1, int(step) + 1))
-    argv = shlex.split(command)
-    assert argv[:3] == [sys.executable, "-m", "grpo_train"] and argv[-1] == "run.resume=auto", last_line
+    assert returncode == 130, log[-5000:]
+    step, ckpt, argv = resume_line(log, "interrupted")
+    assert ckpt == ckpts / latest(run) and step >= 2
+    assert [r["step"] for r in metric_rows(run)] == list(range(1, step + 1))
+    assert argv[:3] == [sys.executable, "-m", "grpo_train"] and argv[-1] == "run.resume=auto"
 
-    # 3. The printed command, to the end.
+    # 3. The printed command, to the end: the uninterrupted run's metrics and weights.
     log = finish(launch(argv, run))
     assert f"resumed from {ckpt} at step" in log.replace("\n", "")
-
-    # Every step's metrics exactly once, equal to the uninterrupted run's except for wall-clock times.
-    ours, theirs = metric_rows(run), metric_rows(reference)
-    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [1, 2, 3, 4]
-    for mine, ref in zip(ours, theirs, strict=True):
-        assert set(mine) == set(ref)
-        for key, value in ref.items():
-            if not key.startswith(WALL_CLOCK):
-                assert math.isclose(mine[key], value, rel_tol=1e-5, abs_tol=1e-5), (ref["step"], key, mine[key], value)
-    assert theirs[3]["train/kl"] > 0 and theirs[3]["train/grad_norm"] > 0  # the comparison is not of zeros
+    assert_same_run(run, reference)
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert Counter(s["step"] for s in samples) == {1: 4, 2: 4, 3: 4, 4: 4}  # 2 prompts x 2 completions each
 
-    # The same final weights, bit for bit; the last two checkpoints kept; `grpo-train export` copies them.
-    mine_w, ref_w = final_weights(run), final_weights(reference)
-    assert set(mine_w) == set(ref_w)
-    for name, tensor in ref_w.items():
-        assert torch.equal(mine_w[name], tensor), name
+    # The last two checkpoints kept; `grpo-train export` copies the final weights.
+    ref_w = final_weights(reference)
     assert sorted(p.name for p in ckpts.iterdir()) == ["latest", "step-000003", "step-000004"]
     out = tmp_path / "export"
     assert train_main(["export", "--run", str(run), "--out", str(out)]) == 0
     exported = load_file(str(out / "model.safetensors"))
     assert all(torch.equal(exported[name], tensor) for name, tensor in ref_w.items())
+
+
+# ----------------------------------------------------------------------------------------------------
+# SIGTERM and SIGUSR1: a stop at a checkpoint (grpo_train/preemption.py), and resume
+
+
+def start_signalled(run_dir: Path, at: str, *overrides: str) -> subprocess.Popen:
+    """A run that sends its process group (the trainer and its verifier worker) a stop signal at the moment `at`
+    names, "SIGNAL PHASE STEP" (tests/drivers/preempt_run.py)."""
+    return launch([sys.executable, str(REPO / "tests" / "drivers" / "preempt_run.py"), "--config", str(TINY),
+                   f"run.output_dir={run_dir}", *RUN, *overrides], run_dir, {"PREEMPT_AT": at})
+
+
+def stopped(proc: subprocess.Popen) -> tuple[int, str]:
+    """(exit code, output) of a run that stopped on its own, once every process of its group has ended."""
+    returncode = proc.wait(timeout=600)
+    deadline = time.monotonic() + 10
+    with contextlib.suppress(ProcessLookupError):
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)
+            time.sleep(0.1)
+        pytest.fail("a process of the stopped run outlived it by 10 s:\n" + stop(proc)[-3000:])
+    return returncode, stop(proc)
+
+
+@pytest.mark.slow
+def test_stop_signals_save_the_work_and_the_resumed_run_matches_the_uninterrupted_one(tmp_path, reference):
+    """~3 runs of ~30-50 s besides the reference, checkpoints only at the end (run.checkpoint_every 0).
+    1. SIGTERM as step 3's rollout begins: steps 1-2 are done and unsaved, and this process has timed no save, so step
+       3 is abandoned and step 2 saved as step 3 found it (data position, RNG); exit 143.
+    2. Resumed; SIGUSR1 as step 3's update begins: the step is finished and saved; exit 138.
+    3. The printed command, to the end: every row once, the uninterrupted run's metrics and weights, bit for bit."""
+    run = tmp_path / "run"
+    ckpts = run / "checkpoints"
+    returncode, log = stopped(start_signalled(run, "SIGTERM rollout 3", "run.checkpoint_every=0"))
+    assert returncode == 143, log[-5000:]
+    assert "(step 3 abandoned before its update)" in log
+    step, ckpt, _ = resume_line(log, "stopped by SIGTERM")
+    assert (step, ckpt) == (2, ckpts / "step-000002") and latest(run) == "step-000002"
+    assert [r["step"] for r in metric_rows(run)] == [1, 2]
+    assert json.loads((ckpt / "trainer_state.json").read_text())["sampler"]["position"] == 4  # 2 steps x 2 prompts
+
+    returncode, log = stopped(start_signalled(run, "SIGUSR1 update 3", "run.checkpoint_every=0", "run.resume=auto"))
+    assert returncode == 138, log[-5000:]
+    assert f"resumed from {ckpts / 'step-000002'} at step 2" in log.replace("\n", "")
+    step, ckpt, argv = resume_line(log, "stopped by SIGUSR1")
+    assert (step, ckpt) == (3, ckpts / "step-000003") and "abandoned" not in log.strip().splitlines()[-1]
+    assert [r["step"] for r in metric_rows(run)] == [1, 2, 3]
+    assert argv[:3] == [sys.executable, "-m", "grpo_train"] and argv[-1] == "run.resume=auto"
+
+    log = finish(launch(argv, run))
+    assert f"resumed from {ckpts / 'step-000003'} at step 3" in log.replace("\n", "")
+    assert_same_run(run, reference)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ LAYERS = {
     "forward": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
     "dynamic_sampling": 2, "ustat.sketch": 2, "ustat.monitor": 2,
     # 3: the trainer and the programs built on the layers below
-    "trainer": 3, "step": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,
+    "trainer": 3, "step": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,
     # 4: the command line
     "cli": 4, "__main__": 4, "": 4,  # "" is the package's __init__
 }

@@ -97,6 +97,20 @@ def test_adversarial_batch_completes_in_time_without_side_effects(tmp_path, monk
     assert not (tmp_path / "pwned").exists()
 
 
+def test_workers_outlive_the_stop_signals_that_reach_their_process_group(pool):
+    """torchrun and Slurm send SIGTERM / SIGUSR1 (and a terminal SIGINT) to the trainer's whole process group; the
+    trainer may finish its step on them (grpo_train/preemption.py), so its workers go on scoring: none restarted."""
+    pool.wait_until_ready()
+    restarts = pool.restarts
+    for worker in pool._workers:
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+            os.kill(worker.process.pid, sig)
+    time.sleep(0.5)  # a worker the signal ended would be gone by now
+    assert all(worker.process.poll() is None for worker in pool._workers)
+    scored = pool.score_batch([VerifyItem(f"#### {i}", str(i), "gsm8k") for i in range(8)])
+    assert [s.status for s in scored] == ["ok"] * 8 and pool.restarts == restarts
+
+
 def test_hung_and_crashed_workers_are_replaced_and_the_batch_completes():
     items = [VerifyItem(f"#### {i}", str(i), "gsm8k") for i in range(6)]
     items[1] = VerifyItem("hang", "1", "gsm8k")

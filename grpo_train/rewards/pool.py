@@ -323,8 +323,11 @@ class VerifierPool:
                 sys.executable,
                 "-c",
                 # A Ctrl-C reaches the whole process group: the worker ignores it (no traceback of its own) and
-                # ends when the trainer closes the pool or exits (its socket closes).
-                "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                # ends when the trainer closes the pool or exits (its socket closes). So do SIGTERM and SIGUSR1,
+                # which torchrun and Slurm send the whole group too: the trainer may finish its step on them
+                # (grpo_train/preemption.py).
+                "import signal; [signal.signal(s, signal.SIG_IGN) for s in "
+                "(signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)]; "
                 f"from grpo_train.rewards.pool import _serve; _serve({child_end.fileno()}, {progress.fd})",
             ],
             pass_fds=[child_end.fileno(), progress.fd],

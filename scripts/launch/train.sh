@@ -14,6 +14,10 @@
 #   --rdzv-id ID           job id shared by all nodes [RDZV_ID, else SLURM_JOB_ID, else grpo_train]
 #   --dry-run              print the torchrun command instead of running it
 # The interpreter is $PYTHON, else the repo's .venv/bin/python, else python3.
+# Stop signals: torchrun forwards SIGTERM, SIGINT and SIGUSR1 (Slurm's time-limit warning in the sbatch scripts) to
+# every rank, which stop at a checkpoint within run.preempt_grace_s, and waits $SHUTDOWN_TIMEOUT_S (default 900 s: set
+# it above a larger run.preempt_grace_s) before it kills them. After a signal torchrun exits 1; the ranks' own codes
+# (143, 138) are in its report (docs/gpu-and-clusters.md#preemption-and-the-time-limit).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -58,7 +62,8 @@ if [[ -z $python ]]; then
   if [[ -x $repo/.venv/bin/python ]]; then python=$repo/.venv/bin/python; else python=python3; fi
 fi
 
-cmd=("$python" -m torch.distributed.run --nnodes "$nnodes" --nproc_per_node "$nproc")
+cmd=("$python" -m torch.distributed.run --signals-to-handle "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+     --shutdown-timeout "${SHUTDOWN_TIMEOUT_S:-900}" --nnodes "$nnodes" --nproc_per_node "$nproc")
 if [[ $nnodes -eq 1 ]]; then
   cmd+=(--standalone)  # a private rendezvous on a free local port
 else

@@ -104,7 +104,7 @@ def _ustat_problems(c: Config) -> list[tuple[str, str]]:
 
 _CHOICES = {
     "model.dtype": ("float32", "bfloat16", "auto"),
-    "model.attn_implementation": ("sdpa", "eager", "flash_attention_2"),
+    "model.attn_implementation": ("sdpa", "eager", "flash_attention_2", "flex_attention"),
     "data.template": ("chat", "fewshot", "raw"),
     "data.kind": ("auto", "gsm8k", "math", "none"),
     "rollout.engine": ("vllm", "hf"),
@@ -239,8 +239,9 @@ def _range_checks(c: Config) -> list[tuple[str, bool, str]]:
         ("learner.grad_clip", lr.grad_clip >= 0.0, "must be >= 0"),
         ("learner.micro_batch_size", lr.micro_batch_size >= 1, "must be >= 1"),
         ("learner.max_tokens_per_micro_batch", lr.max_tokens_per_micro_batch >= 0, "must be >= 0 (0 = off)"),
-        # The packed completions attend through a 4D mask, which flash attention does not take.
-        ("learner.share_prompts", not (lr.share_prompts and c.model.attn_implementation == "flash_attention_2"),
+        # The packed completions attend through a 4-D mask: flash attention takes none, flex only a block mask.
+        ("learner.share_prompts", not (lr.share_prompts and c.model.attn_implementation in ("flash_attention_2",
+                                                                                             "flex_attention")),
          "needs model.attn_implementation sdpa or eager"),
         # ZeRO-3 gathers each module's weights in forward hooks that torch.compile would trace into; DeepSpeed's
         # own engine.compile is the route there, not wired here.

@@ -48,7 +48,8 @@ class ModelConfig:
     max_model_len: int = _f(1024, "longest prompt + completion, in tokens")
     gradient_checkpointing: bool = _f(False, "recompute activations in backward to save memory")
     attn_implementation: str = _f("sdpa", "the learner's attention kernel (transformers' attn_implementation): "
-                                  "sdpa, eager or flash_attention_2; vLLM picks its own")
+                                  "sdpa, eager, flash_attention_2 or flex_attention (the last two pack a "
+                                  "micro-batch into one row: learner.packing); vLLM picks its own")
     lora: LoraConfig = field(default_factory=LoraConfig, metadata={"doc": "LoRA adapters (rank 0 = off)"})
 
 

@@ -215,3 +215,11 @@ def test_shared_prompts_take_precedence_over_packing(tiny_path):
     assert learner.share_prompts and not learner.packing
     batch = spread_batch()
     assert learner._packed(batch, [0, 1, 2, 3]) is None
+
+
+def test_flex_attention_is_a_choice_and_refuses_shared_prompts():
+    from grpo_train.config import ConfigError, load_config
+
+    assert load_config(None, ["model.attn_implementation=flex_attention"]).model.attn_implementation == "flex_attention"
+    with pytest.raises(ConfigError, match="learner.share_prompts"):
+        load_config(None, ["model.attn_implementation=flex_attention", "learner.share_prompts=true"])

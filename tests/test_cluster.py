@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -176,53 +177,247 @@ def test_train_sh_under_torchrun_with_two_ranks():
     assert not re.search(r"^#    8 ", result.stdout, re.M)
 
 
-def _slurm_stand_ins(folder: Path, nodes: list[str]) -> str:
-    """Stand-ins for srun (drops its options, runs the command) and scontrol (prints `nodes`, the expanded node
-    list) in `folder`; returns a PATH that finds them first."""
-    (folder / "srun").write_text('#!/usr/bin/env bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+def _slurm_stand_ins(folder: Path, nodes: list[str]) -> dict[str, str]:
+    """Stand-ins for srun (tests/drivers/srun_stand_in.py: records each job step's options and placement in
+    `folder`/steps.jsonl, then runs its tasks here with their SLURM_LOCALID, SLURMD_NODENAME, ...) and scontrol (prints
+    `nodes`, the expanded node list) in `folder`; returns the environment that finds them first."""
+    (folder / "srun").write_text(f'#!/bin/sh\nexec {sys.executable} {REPO}/tests/drivers/srun_stand_in.py "$@"\n')
     (folder / "scontrol").write_text("#!/usr/bin/env bash\nprintf '%s\\n' " + " ".join(nodes) + "\n")
     for tool in ("srun", "scontrol"):
         (folder / tool).chmod(0o755)
-    return f"{folder}:{os.environ['PATH']}"
+    return {"PATH": f"{folder}:{os.environ['PATH']}", "SRUN_NODES": " ".join(nodes),
+            "SRUN_LOG": str(folder / "steps.jsonl")}
+
+
+def _steps(folder: Path) -> list[dict]:
+    """The job steps the srun stand-in in `folder` ran, in order: options, command, tasks ([node, local id]), env."""
+    log = folder / "steps.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
-    env = {"PATH": _slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02"]), "SLURM_SUBMIT_DIR": str(REPO),
+    env = {**_slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02"]), "SLURM_SUBMIT_DIR": str(REPO),
            "SLURM_JOB_ID": "4242",
            "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"}
     result = _run(["bash", "scripts/launch/slurm_train.sbatch", "--dry-run", "--config",
                    "configs/qwen2.5-math-7b-math.yaml"], env)
     assert result.returncode == 0, result.stderr
-    assert ("--nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint gpu-a01:29500 --rdzv-id 4242 "
-            "-m grpo_train --config configs/qwen2.5-math-7b-math.yaml") in result.stdout
+    torchrun = ("--nnodes 2 --nproc_per_node 8 --rdzv-backend c10d --rdzv-endpoint gpu-a01:29500 --rdzv-id 4242 "
+                "-m grpo_train --config configs/qwen2.5-math-7b-math.yaml")
+    assert result.stdout.count(torchrun) == 2  # one torchrun per node, each printing its command
+    [step] = _steps(tmp_path)
+    assert step["options"] == {"ntasks-per-node": "1", "export": "ALL"}
+    assert step["tasks"] == [["gpu-a01", 0], ["gpu-a02", 0]]
     directives = re.findall(r"^#SBATCH (--[a-z-]+)=", (REPO / "scripts/launch/slurm_train.sbatch").read_text(), re.M)
-    assert {"--nodes", "--ntasks-per-node", "--gpus-per-node"} <= set(directives)
+    assert {"--nodes", "--ntasks-per-node", "--gpus-per-node", "--mem"} <= set(directives)
     # A requeued job runs the same command again: it continues its run (run.resume=auto) unless told otherwise.
     assert re.search(r"^#SBATCH --requeue$", (REPO / "scripts/launch/slurm_train.sbatch").read_text(), re.M)
     assert result.stdout.split()[-1] == "run.resume=auto"
+    # The offline hub variables of the job's environment reach every task, also under `sbatch --export=NONE`.
+    hub = {"HF_HOME": "/shared/hf", "HF_HUB_OFFLINE": "1", "SLURM_EXPORT_ENV": "NONE"}
     told = _run(["bash", "scripts/launch/slurm_train.sbatch", "--dry-run", "--config",
-                 "configs/qwen2.5-math-7b-math.yaml", "run.overwrite=true"], env)
+                 "configs/qwen2.5-math-7b-math.yaml", "run.overwrite=true"], {**env, **hub})
     assert told.returncode == 0 and "run.resume" not in told.stdout and "run.overwrite=true" in told.stdout
+    told_step = _steps(tmp_path)[-1]
+    assert told_step["options"]["export"] == "ALL,HF_HOME,HF_HUB_OFFLINE"
+    assert told_step["env"] == {"HF_HOME": "/shared/hf", "HF_HUB_OFFLINE": "1"}
 
 
 def test_slurm_split_script_serves_on_the_first_node_and_trains_on_the_others(tmp_path):
-    # 3 nodes of 4 GPUs: 4 servers on gpu-a01, the learners on the rest.
-    env = {"PATH": _slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02", "gpu-a03"]), "SLURM_SUBMIT_DIR": str(REPO),
-           "SLURM_JOB_ID": "77",
-           "SLURM_JOB_NODELIST": "gpu-a[01-03]", "SLURM_GPUS_ON_NODE": "4"}
-    result = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"], env)
+    # 3 nodes of 4 GPUs, servers of 2 GPUs (tensor parallel): 2 servers on gpu-a01, the learners on the other two.
+    env = {**_slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02", "gpu-a03"]), "SLURM_SUBMIT_DIR": str(REPO),
+           "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu-a[01-03]", "SLURM_GPUS_ON_NODE": "4", "ROLLOUT_TP": "2"}
+    result = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml",
+                   "rollout.tensor_parallel_size=2"], env)
     assert result.returncode == 0, result.stderr
-    server, learner = result.stdout.strip().splitlines()[-2:]
-    assert "VLLM_SERVER_DEV_MODE=1" in server and "--host 0.0.0.0 --port 8000" in server  # grpo-train serve-rollout
+    servers, learners = _steps(tmp_path)
+    # The placement: the servers' step on the first node alone, one task per server, each with its 2 GPUs; the
+    # learner's on every other node, one task (one torchrun) per node. A server that exits 2 ends its step.
+    assert servers["options"] == {"nodes": "1", "ntasks": "2", "gpus-per-task": "2", "nodelist": "gpu-a01",
+                                  "kill-on-bad-exit": "1", "export": "ALL"}
+    assert servers["tasks"] == [["gpu-a01", 0], ["gpu-a01", 1]]
+    assert learners["options"] == {"nodes": "2", "ntasks-per-node": "1", "exclude": "gpu-a01", "export": "ALL"}
+    assert learners["tasks"] == [["gpu-a02", 0], ["gpu-a03", 0]]
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    server_lines = [line for line in lines if "VLLM_SERVER_DEV_MODE=1" in line]  # grpo-train serve-rollout --print
+    assert sorted(re.search(r"--host 0\.0\.0\.0 --port (\d+)", line).group(1) for line in server_lines) == [
+        "8000", "8001"]  # each task its own port, from its SLURM_LOCALID
+    learner_lines = [line for line in lines if "torch.distributed.run" in line]
+    assert len(learner_lines) == 2 and learner_lines[0] == learner_lines[1]
     assert ("--nnodes 2 --nproc_per_node 4 --rdzv-backend c10d --rdzv-endpoint gpu-a02:29500 --rdzv-id 77 "
-            "-m grpo_train --config configs/tiny-cpu.yaml rollout.placement=servers") in learner
-    urls = ",".join(f"http://gpu-a01:{8000 + i}" for i in range(4))
-    assert learner.replace("\\", "").endswith(f"rollout.servers.urls=[{urls}] run.preempt_grace_s=540 run.resume=auto")
+            "-m grpo_train --config configs/tiny-cpu.yaml rollout.tensor_parallel_size=2 "
+            "rollout.placement=servers") in learner_lines[0]
+    urls = ",".join(f"http://gpu-a01:{8000 + i}" for i in range(2))
+    assert learner_lines[0].replace("\\", "").endswith(
+        f"rollout.servers.urls=[{urls}] run.preempt_grace_s=540 run.resume=auto")
     one = tmp_path / "one"  # a one-node job: no node left for the learner
     one.mkdir()
     one_node = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml"],
-                    {**env, "PATH": _slurm_stand_ins(one, ["gpu-a01"]), "SLURM_JOB_NODELIST": "gpu-a01"})
+                    {**env, **_slurm_stand_ins(one, ["gpu-a01"]), "SLURM_JOB_NODELIST": "gpu-a01"})
     assert one_node.returncode == 2 and "needs 2 nodes or more" in one_node.stderr
+
+
+def _fake_cluster(folder: Path, first_exit: dict[int, tuple[int, str]]) -> dict[str, str]:
+    """For a real (not dry) split job here: a stand-in interpreter and curl in `folder`. The interpreter plays
+    `-m grpo_train serve-rollout --port P` as a server that is up (curl's /health answers) until it is killed, except
+    that its first start on port P exits with first_exit[P] = (status, stderr line); it records `start P PID` in
+    `folder`/events. `-m torch.distributed.run` (train.sh's learner) records `learner NODE` and exits 0; anything
+    else is this Python (the config check). Returns the environment to add."""
+    events = folder / "events"
+    cases = "".join(f'      {port}) echo "{line}" >&2; exit {status} ;;\n'
+                    for port, (status, line) in first_exit.items())
+    (folder / "python").write_text(f"""#!/usr/bin/env bash
+if [[ $2 == grpo_train && $3 == serve-rollout ]]; then
+  port=$5
+  echo "start $port $$" >> {events}
+  if [[ ! -e {folder}/ran-$port ]]; then
+    touch {folder}/ran-$port
+    case $port in
+{cases}    esac
+  fi
+  touch {folder}/up-$port
+  exec sleep 120
+fi
+if [[ $2 == torch.distributed.run ]]; then echo "learner $SLURMD_NODENAME" >> {events}; exit 0; fi
+exec {sys.executable} "$@"
+""")
+    (folder / "curl").write_text(f"""#!/usr/bin/env bash
+port=${{*: -1}}; port=${{port##*:}}; port=${{port%%/*}}
+[[ -e {folder}/up-$port ]]
+""")
+    for tool in ("python", "curl"):
+        (folder / tool).chmod(0o755)
+    return {"PYTHON": str(folder / "python")}
+
+
+def _events(folder: Path) -> tuple[Counter, list[int], list[str]]:
+    """(starts per port, the servers' process ids, the learner's nodes) from `_fake_cluster`'s record."""
+    words = [line.split() for line in (folder / "events").read_text().splitlines()]
+    return (Counter(int(w[1]) for w in words if w[0] == "start"), [int(w[2]) for w in words if w[0] == "start"],
+            [w[1] for w in words if w[0] == "learner"])
+
+
+def _gone(pids: list[int], within_s: float = 10) -> bool:
+    """Whether every process in `pids` has ended (a zombie counts as ended) within `within_s`."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists()
+                 and Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()[0] != "Z"]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _split_job(tmp_path: Path, first_exit: dict[int, tuple[int, str]], extra: dict[str, str] | None = None
+               ) -> tuple[subprocess.CompletedProcess, float]:
+    """slurm_split.sbatch for real (no --dry-run) on 3 stand-in nodes of 2 GPUs (2 servers), the servers and the
+    learner played by `_fake_cluster`; (the result, seconds)."""
+    env = {**_slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02", "gpu-a03"]), **_fake_cluster(tmp_path, first_exit),
+           "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "91", "SLURM_JOB_NODELIST": "gpu-a[01-03]",
+           "SLURM_GPUS_ON_NODE": "2", **(extra or {})}
+    env["PATH"] = f"{tmp_path}:{env['PATH']}"
+    started = time.monotonic()
+    result = _run(["bash", "scripts/launch/slurm_split.sbatch", "--config", "configs/tiny-cpu.yaml"], env, timeout=40)
+    return result, time.monotonic() - started
+
+
+def test_slurm_split_restarts_a_server_that_crashed_once_and_then_trains_on_the_other_nodes(tmp_path):
+    """The server on port 8000 crashes at its first start (exit 1, as an uncaught exception): it is started again,
+    once, on its port; the learner starts when both servers answer, on the two other nodes. The offline hub
+    variables of the job's environment reach both steps (srun --export), also under `sbatch --export=NONE`."""
+    hub = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "SLURM_EXPORT_ENV": "NONE"}
+    result, _ = _split_job(tmp_path, {8000: (1, "RuntimeError: CUDA error: an illegal memory access")}, hub)
+    assert result.returncode == 0, result.stderr
+    starts, pids, learner_nodes = _events(tmp_path)
+    assert starts == {8000: 2, 8001: 1}  # exactly one restart, of the server that exited
+    restarts = [line for line in result.stderr.splitlines() if "starting it again" in line]
+    assert restarts == ["slurm_split.sbatch: the rollout server on gpu-a01:8000 exited (1); starting it again"]
+    assert sorted(learner_nodes) == ["gpu-a02", "gpu-a03"]
+    servers, learners = _steps(tmp_path)
+    assert [t[0] for t in servers["tasks"]] == ["gpu-a01", "gpu-a01"]
+    assert [t[0] for t in learners["tasks"]] == ["gpu-a02", "gpu-a03"]
+    for step in (servers, learners):
+        assert step["options"]["export"] == "ALL,HF_HOME,HF_HUB_OFFLINE"
+        assert step["env"] == {"HF_HOME": hub["HF_HOME"], "HF_HUB_OFFLINE": "1"}
+    assert _gone(pids), "a server outlived the job"  # the script stops the servers' step when the learner ends
+
+
+def test_slurm_split_stops_at_a_server_that_exits_on_a_model_error_without_restarting_it(tmp_path):
+    """The server on port 8000 exits 2 (serve-rollout's configuration or model error): it is not started again, the
+    servers' step ends (--kill-on-bad-exit), and the job stops at once with that server's line and exit 2, without
+    starting the learner (before: the loop restarted it every 5 s, and the learner waited 20 min per server)."""
+    error = "grpo-train serve-rollout: model 'Qwen/Qwen2.5-Math-7B': not in the local HF cache"
+    result, seconds = _split_job(tmp_path, {8000: (2, error)})
+    assert result.returncode == 2, result.stderr
+    starts, pids, learner_nodes = _events(tmp_path)
+    assert starts[8000] == 1 and learner_nodes == []
+    assert "starting it again" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert (f"slurm_split.sbatch: the rollout server on gpu-a01:8000 exited 2, a configuration or model error, so it "
+            f"is not started again: {error}") in lines
+    assert lines[-1] == ("slurm_split.sbatch: the rollout servers' step ended; not starting the learner (the server's "
+                         "error is above)"), lines
+    assert len(_steps(tmp_path)) == 1  # the servers' step alone
+    assert seconds < 20
+    assert _gone(pids), "a server outlived the job"
+
+
+def test_slurm_split_dry_run_stops_at_a_model_missing_from_the_offline_cache(tmp_path):
+    """The real serve-rollout (its --print dry run resolves the model) exits 2 for a model that is not in the
+    offline HF cache: each server ran once, the job ends with its line and exit 2; HF_HOME and HF_HUB_OFFLINE of the
+    job's environment reached the servers' tasks."""
+    hub = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    env = {**_slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02"]), "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "5",
+           "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_GPUS_ON_NODE": "2", **hub}
+    started = time.monotonic()
+    result = _run(["bash", "scripts/launch/slurm_split.sbatch", "--dry-run", "--config", "configs/tiny-cpu.yaml",
+                   "model.name_or_path=Qwen/Absent-7B"], env)
+    assert result.returncode == 2, result.stderr
+    assert time.monotonic() - started < 30
+    assert "starting it again" not in result.stderr
+    assert re.search(r"^slurm_split\.sbatch: the rollout server on gpu-a01:800[01] exited 2, a configuration or model "
+                     r"error, so it is not started again: grpo-train serve-rollout: model 'Qwen/Absent-7B': not in the "
+                     r"local HF cache", result.stderr, re.M), result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("slurm_split.sbatch: the rollout servers' step ended")
+    [servers] = _steps(tmp_path)  # no learner step
+    assert servers["options"]["export"] == "ALL,HF_HOME,HF_HUB_OFFLINE" and servers["env"] == hub
+
+
+_DRY_RUNS = {"train.sh": ["scripts/launch/train.sh", "--dry-run", "--nproc", "2"],
+             "slurm_train.sbatch": ["bash", "scripts/launch/slurm_train.sbatch", "--dry-run"],
+             "slurm_split.sbatch": ["bash", "scripts/launch/slurm_split.sbatch", "--dry-run"]}
+
+
+@pytest.mark.parametrize("script", list(_DRY_RUNS))
+@pytest.mark.parametrize(("args", "error"), [
+    (["--config", "configs/absent.yaml"], "grpo-train: config error: configs/absent.yaml: config file not found"),
+    (["--config", "configs/tiny-cpu.yaml", "algorithm.group_sze=4"],
+     "grpo-train: config error: configs/tiny-cpu.yaml (override 'algorithm.group_sze=4'): unknown key "
+     "'algorithm.group_sze': did you mean algorithm.group_size"),
+], ids=["missing-file", "mistyped-key"])
+def test_every_dry_run_refuses_a_bad_config_in_one_line_within_5_s(tmp_path, script, args, error):
+    """The config check of --print-config, before anything starts: exit 2, the one line, no job step."""
+    env = {**_slurm_stand_ins(tmp_path, ["gpu-a01", "gpu-a02"]), "SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "3",
+           "SLURM_JOB_NODELIST": "gpu-a[01-02]", "SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "2"}
+    started = time.monotonic()
+    result = _run([*_DRY_RUNS[script], *args], env)
+    assert time.monotonic() - started < 5
+    assert result.returncode == 2 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(error), line
+    assert _steps(tmp_path) == []  # srun never ran
+
+
+def test_slurm_scripts_ask_for_the_host_memory_a_7b_node_needs_at_start_up():
+    """docs/gpu-and-clusters.md: a 7B model on an 8-GPU node takes 244 GB at start-up, 366 GB with the reference
+    (the 7B config's kl_coef > 0). --mem is per node, in GiB (Slurm's G)."""
+    docs = (REPO / "docs/gpu-and-clusters.md").read_text()
+    peak_gb = _number(r"244 GB, (\d+) GB with the reference", docs)
+    for script in ("slurm_train.sbatch", "slurm_split.sbatch"):
+        text = (REPO / "scripts/launch" / script).read_text()
+        mem_gib = int(re.search(r"^#SBATCH --mem=(\d+)G$", text, re.M).group(1))
+        assert mem_gib * 2**30 >= peak_gb * 1e9, script
 
 
 def _run_stand_in(folder: Path, nodes: list[str], log: Path) -> str:

@@ -12,7 +12,7 @@
 #   --nnodes N             nodes [NNODES; default 1]
 #   --rdzv-endpoint H:P    rendezvous host:port for more than one node [RDZV_ENDPOINT, else MASTER_ADDR:MASTER_PORT]
 #   --rdzv-id ID           job id shared by all nodes [RDZV_ID, else SLURM_JOB_ID, else grpo_train]
-#   --dry-run              print the torchrun command instead of running it
+#   --dry-run              check the config, then print the torchrun command instead of running it
 # The interpreter is $PYTHON, else the repo's .venv/bin/python, else python3.
 # Stop signals: torchrun forwards SIGTERM, SIGINT and SIGUSR1 (Slurm's time-limit warning in the sbatch scripts) to
 # every rank, which stop at a checkpoint within run.preempt_grace_s, and waits $SHUTDOWN_TIMEOUT_S (default 900 s: set
@@ -76,6 +76,9 @@ fi
 cmd+=(-m grpo_train "${passthrough[@]}")
 
 if [[ $dry_run -eq 1 ]]; then
+  # The config check of --print-config (the file, every key and type, the ranges, the model's name; no model loaded,
+  # well under a second): a bad config stops the dry run with its one-line error and exit 2, as it would the run.
+  "$python" -m grpo_train --print-config "${passthrough[@]}" > /dev/null || exit
   printf '%q ' "${cmd[@]}"
   echo
   exit 0

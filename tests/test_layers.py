@@ -21,7 +21,7 @@ LAYERS = {
     "rollout": 2, "rollout.records": 2, "rollout.engines": 2, "rollout.pool": 2,
     "rollout.settings": 2, "rollout.servers": 2, "rollout.server_launch": 2, "rollout.server_pool": 2,
     "rollout.transfer": 2,
-    "forward": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
+    "forward": 2, "update_batch": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
     "dynamic_sampling": 2, "ustat.sketch": 2, "ustat.monitor": 2,
     # 3: the trainer and the programs built on the layers below
     "trainer": 3, "step": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,

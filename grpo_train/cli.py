@@ -217,7 +217,8 @@ def _eval_parser() -> argparse.ArgumentParser:
                         "held-out set it was trained for; the flags below override them")
     parser.add_argument("--model",
                         help="embedded name (smollm2-135m-instruct, tiny-qwen2), HF folder, a run folder or "
-                        "checkpoint of grpo-train (its exported weights), or a hub id (default: the config's)")
+                        "checkpoint of grpo-train (its exported weights; without --config, the run's config.yaml is "
+                        "the config), or a hub id (default: the config's)")
     parser.add_argument("--data", help="synthetic, gsm8k, math, a .jsonl / .parquet / .csv file, a dataset "
                         "folder or a hub id (default: synthetic)")
     parser.add_argument("--n", type=int, help="problems to evaluate (0 = all; default: the config's run.eval_size, "

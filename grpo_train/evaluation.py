@@ -184,10 +184,25 @@ def _data_overrides(data: str) -> list[str]:
     return [f"data.source={data}", f"data.eval_source={data}"]  # its rows (its test split) are the test set
 
 
-def eval_config(args) -> Config:
-    """The config grpo-eval runs with: --config's (or grpo-eval's defaults), then the explicit flags."""
+def run_config_file(model: str | None) -> Path | None:
+    """The config.yaml of the grpo-train run that `model` names (its folder, or one of its checkpoints), else None."""
+    from grpo_train.checkpoint import CHECKPOINTS
+
+    if model is None:
+        return None
+    path = Path(model)
+    run_dir = path.parent.parent if path.parent.name == CHECKPOINTS else path  # runs/x/checkpoints/step-000010
+    config = run_dir / "config.yaml"
+    return config if (run_dir / CHECKPOINTS).is_dir() and config.is_file() else None
+
+
+def eval_config(args) -> tuple[Config, str | None]:
+    """The config grpo-eval runs with: --config's, else the run's own config.yaml when --model is a run folder (its
+    model settings, length caps, template and held-out set), else grpo-eval's defaults; then the explicit flags.
+    Returns it and the file it came from (None: the defaults)."""
+    config = args.config or run_config_file(args.model)
     flags = {name: getattr(args, name) for name in EVAL_DEFAULTS}
-    if args.config is None:
+    if config is None:
         flags = {name: EVAL_DEFAULTS[name] if value is None else value for name, value in flags.items()}
     overrides = [f"{key}={flags[name]}" for name, key in (
         ("template", "data.template"), ("num_shots", "data.num_shots"), ("max_tokens", "rollout.max_tokens"),
@@ -196,7 +211,7 @@ def eval_config(args) -> Config:
         overrides += _data_overrides(flags["data"])
     if args.model is not None:
         overrides.append(f"model.name_or_path={args.model}")
-    return load_config(args.config, overrides)
+    return load_config(config, overrides), None if config is None else str(config)
 
 
 def evaluate_model(args) -> tuple[dict[str, Any], Path]:
@@ -208,10 +223,13 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
     from grpo_train.prompts import PromptRenderer
     from grpo_train.rollout import make_engine
 
-    cfg = eval_config(args)
+    cfg, config = eval_config(args)
+    defaults = ", ".join(f"{key} {value}" for key, value in EVAL_DEFAULTS.items())
+    which = config if args.config else f"{config}, the run's own" if config else f"grpo-eval's defaults ({defaults})"
+    print(f"grpo-eval: config {which}; the flags given override it", flush=True)
     model_path = resolve_eval_model(cfg.model.name_or_path)
     cfg = replace(cfg, model=replace(cfg.model, name_or_path=model_path))
-    n = args.n if args.n is not None else (cfg.run.eval_size if args.config else 200)
+    n = args.n if args.n is not None else (cfg.run.eval_size if config else 200)
     problems = load_problems(cfg.data, "test", n=n or None)
     test_source = cfg.data.eval_source or cfg.data.source  # where load_problems took the test split from
     model_name, data_name = Path(args.model or cfg.model.name_or_path).name, Path(test_source).stem
@@ -234,7 +252,7 @@ def evaluate_model(args) -> tuple[dict[str, Any], Path]:
     engine.close()
     summary = {"model": args.model or model_path, "data": test_source,
                "template": cfg.data.template_file or cfg.data.template,
-               "config": args.config, **summarise(items, args.k, functions)}
+               "config": config, **summarise(items, args.k, functions)}
     with open(out / "completions.jsonl", "w") as f:
         for item in items:
             f.write(json.dumps(item_record(item)) + "\n")

@@ -72,6 +72,36 @@ def test_grpo_eval_names_the_flag_and_the_path(tmp_path, capsys, monkeypatch):
     assert "runs/nope: no such folder" in err and "hf download" not in err
 
 
+def test_grpo_eval_of_a_run_folder_uses_the_runs_own_config(tmp_path, capsys):
+    """`--model RUN_DIR` (or one of its checkpoints) without --config: the run's config.yaml (its length caps,
+    template, model settings), flags given over it, and a first line naming it. (This run has no complete
+    checkpoint: grpo-eval stops there, after the line.)"""
+    from grpo_train.cli import _eval_parser
+    from grpo_train.config import load_config, save_config
+    from grpo_train.evaluation import eval_config
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    save_config(load_config(TINY, ["rollout.max_tokens=37", "model.max_model_len=384", "data.template=fewshot"]),
+                run / "config.yaml")
+    parse = _eval_parser().parse_args
+    for model in (run, run / "checkpoints" / "step-000002"):
+        cfg, config = eval_config(parse(["--model", str(model)]))
+        assert config == str(run / "config.yaml")
+        assert (cfg.rollout.max_tokens, cfg.model.max_model_len, cfg.data.template) == (37, 384, "fewshot")
+        assert cfg.model.name_or_path == str(model)  # its weights, not the base model the run started from
+    cfg, _ = eval_config(parse(["--model", str(run), "--max-tokens", "20", "--template", "raw"]))
+    assert (cfg.rollout.max_tokens, cfg.model.max_model_len, cfg.data.template) == (20, 384, "raw")  # flags win
+    cfg, config = eval_config(parse(["--model", str(run), "--config", TINY]))
+    assert config == TINY and cfg.rollout.max_tokens == 32  # --config wins over the run's
+    cfg, config = eval_config(parse(["--model", "tiny-qwen2"]))
+    assert config is None and (cfg.rollout.max_tokens, cfg.model.max_model_len) == (512, 2048)  # grpo-eval's own
+    assert eval_main(["--model", str(run)]) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"grpo-eval: config {run / 'config.yaml'}, the run's own; the flags given override it"]
+    assert "the run has no complete checkpoint" in err
+
+
 def test_grpo_eval_summary_is_valid_json_when_there_is_nothing_to_score(tmp_path, capsys):
     """An empty data file is refused; an earlier summary.json is left as it was."""
     empty = tmp_path / "empty.jsonl"

@@ -349,6 +349,8 @@ def _serve_main(argv: list[str]) -> int:
         added = {k: env[k] for k in sorted(env) if os.environ.get(k) != env[k]}
         print(shlex.join([f"{k}={v}" for k, v in added.items()] + cmd))
         return 0
+    print(f"grpo-train serve-rollout: starting vLLM's API server for {model_path} on {args.host}:{args.port} (a "
+          "minute or more to load a real model); its log follows on this output", flush=True)
     os.execve(cmd[0], cmd, env)  # the server replaces this process: its signals and exit status are the server's
 
 

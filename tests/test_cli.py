@@ -202,3 +202,18 @@ def test_serve_rollout_prints_the_server_a_run_would_start(capsys):
     assert want[want.index("--max-model-len") + 1] == "256"
     assert train_main(["serve-rollout", "--config", TINY, "--print", "rollout.nope=1"]) == 2
     assert "rollout.nope" in capsys.readouterr().err
+
+
+def test_serve_rollout_says_a_server_is_starting_before_it_takes_over(capsys, monkeypatch):
+    """One line before the server replaces the process (os.execve, a stand-in here that returns): it takes minutes
+    to answer, and its log follows on the same output."""
+    import os
+
+    started = []
+    monkeypatch.setattr(os, "execve", lambda path, cmd, env: started.append(cmd))
+    train_main(["serve-rollout", "--config", TINY, "--port", "8123"])
+    (cmd,) = started
+    assert capsys.readouterr().out.splitlines() == [
+        f"grpo-train serve-rollout: starting vLLM's API server for {resolve_model('tiny-qwen2')} on 0.0.0.0:8123 (a "
+        "minute or more to load a real model); its log follows on this output"]
+    assert cmd[cmd.index("--port") + 1] == "8123"

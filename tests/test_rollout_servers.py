@@ -230,6 +230,23 @@ def test_a_server_device_that_is_a_learner_ranks_is_named():
     assert learner_device(0, "GPU-1a2b") == 0  # UUIDs: the index is all we know
 
 
+def test_a_server_start_says_so_with_its_logs_path(tmp_path, monkeypatch, capsys):
+    """A server the run starts takes minutes to answer: one line when it starts, naming its log. The process is a
+    stand-in for vLLM's server (the same launch: its own group, output into the log)."""
+    from grpo_train.rollout import server_launch
+
+    monkeypatch.setattr(server_launch, "server_command", lambda *args, **kwargs: [
+        sys.executable, "-c", "print('stand-in server')"])
+    cfg = load_config(str(TINY), ["rollout.placement=servers", f"run.output_dir={tmp_path}"])
+    process, url, log = server_launch.start_server(cfg, "tiny-qwen2", seed=0, on_gpu=False, i=1)
+    assert process.wait(timeout=60) == 0
+    port = url.rpartition(":")[2]
+    assert log == tmp_path / "rollout_server_1.log" and "stand-in server" in log.read_text()
+    assert capsys.readouterr().out.splitlines() == [
+        f"rollout server 1: starting on port {port} (vLLM takes a minute or more to load a real model); its log: "
+        f"{log}"]
+
+
 _WORKER = """
 import sys, torch
 from grpo_train.rollout.transfer import _gloo_group

@@ -164,6 +164,9 @@ def start_server(cfg: Config, model_path: str, seed: int, on_gpu: bool, i: int) 
             server_command(cfg, model_path, port, seed + i, on_gpu), stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env=server_env(cfg.rollout.servers.devices[i * tp:(i + 1) * tp]),
             start_new_session=True, preexec_fn=_die_with_parent)
+    # vLLM's start-up takes minutes on a real model, with nothing on the console meanwhile: say where to look.
+    note(f"rollout server {i}: starting on port {port} (vLLM takes a minute or more to load a real model); "
+         f"its log: {path}")
     return process, f"http://127.0.0.1:{port}", path
 
 

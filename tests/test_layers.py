@@ -14,6 +14,7 @@ LAYERS = {
     "data": 1, "synthetic": 1, "prompts": 1, "models": 1, "memory": 1, "metrics": 1, "plot": 1, "algorithms": 1,
     "verifier": 1, "verifier.api": 1, "verifier.text": 1, "verifier.extract": 1, "verifier.hedge": 1,
     "verifier.boxes": 1, "verifier.form": 1, "verifier.units": 1, "verifier.compare": 1, "verifier.rules": 1,
+    "verifier.commit": 1, "verifier.spelling": 1,
     "rewards": 1, "rewards.functions": 1,
     "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "distributed": 1, "checkpoint": 1, "weights": 1,
     "micro_batches": 1,

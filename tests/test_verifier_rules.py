@@ -4,7 +4,7 @@ and its kept example scores 1; a judgement names a rule exactly when the respons
 import pytest
 
 from grpo_train.verifier import judge
-from grpo_train.verifier.rules import RULE_NAMES, RULES
+from grpo_train.verifier.rules import RECALL_NAMES, RECALLS, RULE_NAMES, RULES
 
 
 def test_rule_names_are_unique_and_staged_in_order():
@@ -29,3 +29,15 @@ def test_errors_and_correct_answers_name_no_rule():
     # a refusal recorded by one item's comparison does not leak into the next item's judgement
     assert judge("The answer is about 5.", "5", "gsm8k").rule == "qualified"
     assert judge("The answer is 7.", "5", "gsm8k").rule == "not_equal"
+
+
+@pytest.mark.parametrize("recall", RECALLS, ids=RECALL_NAMES)
+def test_each_recall_rule_credits_its_example_and_refuses_the_hedge_it_could_open(recall):
+    accepted = judge(recall.accepts.response, recall.accepts.gold, recall.accepts.dataset, recall.accepts.problem)
+    assert accepted.correct and accepted.rule is None, accepted
+    refused = judge(recall.refuses.response, recall.refuses.gold, recall.refuses.dataset, recall.refuses.problem)
+    assert not refused.correct and refused.rule is not None, refused
+
+
+def test_recall_names_are_unique_and_distinct_from_the_refusals():
+    assert len(set(RECALL_NAMES)) == len(RECALL_NAMES) and not set(RECALL_NAMES) & set(RULE_NAMES)

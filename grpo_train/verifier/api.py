@@ -28,7 +28,14 @@ colour (red, blue, ...: verifier/text.py's list), a mix of them with at least 20
      a hedge and score 0 (C2), unless the text between them retracts the earlier ones without a condition
      ("Wait, that is not right ... \\boxed{B}": the last counts, C3; "if that is wrong, \\boxed{B}" is a
      hedge) or a "final answer is X" statement follows the last box (it settles them, as it settles one box
-     that disagrees with it). A box holding another box is a hedge. Words right around the box belong to it:
+     that disagrees with it), or the boxes are labelled answers to several quantities and the last is the asked
+     one: each box has a label (the words before it on its line), the last label names the asked quantity (a word
+     of the question from its interrogative up to its data: "What is the area of the rectangle?" -> area,
+     rectangle) and no earlier one does, and no label hedges ("Width: \\boxed{4}, area: \\boxed{32}" answers 32;
+     "Area: \\boxed{30}, area: \\boxed{32}" and "Guess: \\boxed{30}, area: \\boxed{32}" answer nothing). A clause about
+     another quantity after the last box is not another answer ("\\boxed{5} candies, with a remainder of 3"), an
+     "or" and a value in it is ("\\boxed{5} candies, or 6 if the rest are shared"). A box holding another box is a
+     hedge. Words right around the box belong to it:
      a bound, an approximation, a relation or a negation just before or after it ("at least $\\boxed{5}$",
      "$x > \\boxed{5}$", "not $\\boxed{5}$", "$\\boxed{5}$ or more", "$\\boxed{5}^{+}$", "$\\boxed{5}$?",
      "$\\boxed{5}$ is wrong") leaves no answer, and so does the box as an operand of a larger expression: a number,
@@ -58,13 +65,21 @@ colour (red, blue, ...: verifier/text.py's list), a mix of them with at least 20
      then "The answer is: 18"; "The answer is 3 + 2 = 5.\n#### 5"); "7 = 5" gives no value and agrees with none.
      In a statement, "$" before a digit whose would-be math span closes right before a digit is a price
      ("$400 + $60 = $460").
-  5. MATH only: a response that is just an answer ("$\\frac{1}{3}$"), or whose last sentence concludes
-     ("Therefore, there are 12 sequences."). A response cut off mid-sentence concludes nothing.
+  5. MATH: a response that is just an answer ("$\\frac{1}{3}$"; not one with a hedging word: "Perhaps\n$x = 5$"), or
+     whose last sentence concludes ("Therefore, there are 12 sequences."), or whose last line is an equation of
+     the variable the question asks for ("Solve for $x$" ... "$x = 5$"; not after a line that hedges or negates,
+     not two values: "x = 5 or x = 7", "x = \\pm 5"). GSM8K: a response that is just a value ("**18**"), or whose
+     complete last sentence names the asked quantity and gives one value in its last clause, true chains read as
+     their results ("She gets $7,500 more, so her salary is 50000 + 7500 = $57,500."); a sentence with a hedge,
+     a negation, a retraction, a bound or two values in that clause, or a false chain ("50000 + 5000 = $57,500")
+     gives none. A response cut off mid-sentence concludes nothing.
      A statement's equation stays whole ("The answer is 7 = 5.", "So 2 + 2 = 5."): its last right side alone
      would hide a false left side; the comparison judges it.
-A chat token ("<|im_end|>", "</s>") ends the response. After one closed reasoning block ("<think>...</think>"; the
-opening tag may be in the prompt) only the text after it is read when it holds an answer or a hedge: the
-reasoning's tentative answers are not statements (two blocks, or text before the opening tag, are read whole).
+A chat token ("<|im_end|>", "</s>") ends the response. A response that opens a reasoning block ("<think>"; or whose
+first tag is "</think>": the opening tag was in the prompt) is answered only by what follows the block's close: a
+value stated only inside it, the block never closed or nothing answering after it, gives no answer (reasoning_only);
+later blocks are dropped to find the answer and read to check it (a hedge inside one still counts). Text before the
+opening tag: the response is read whole.
 Statements of different kinds (a box, "the final answer is", "the answer is", "####") must give the same number
 unless a retraction comes between them ("The answer is 7. #### 5" and "\\boxed{5} #### 7" give nothing).
 A statement offering two values with hedging words ("7, or maybe 5", "either 5 or 6"), two values joined in it
@@ -117,7 +132,10 @@ problem writes alone ("m + n" in "Find $m + n$") or equal to that right side ("2
 + b + c + d = 0") is a given restated, not an answer (unless it is the gold), and a multiple choice is answered by
 its letter, not by an equation ("z = c" for (C)), or by its letter and that option's own text as the problem writes
 it ("(C) Plane"; "(C) Sphere" names two options and is wrong). Plain numbers (thousands separators, `$`, `.0`, units,
-percent, degrees, mixed numbers, repeating decimals) and tuples, intervals and matrices of them are compared exactly as
+percent, degrees, mixed numbers, repeating decimals; scientific notation with a factor from 1 up to 10: "1.2 \\times
+10^6", "1.2e6", not "12 \\times 10^5"; other locales' groups: "1'200'000", "1.200.000" (two dot groups or more: one
+is a decimal, "1.200" is 1.2), "1 234,5", "1.234,5"; comma groups stay thousands, "1,234" is 1234; number words are
+not read) and tuples, intervals and matrices of them are compared exactly as
 fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6), but "5%" does not answer
 5 when neither the gold nor the problem speaks of a percent; work in brackets after the answer that comes to it
 exactly is shown work ("18 (3 + 15)", "18 (= 3 + 15)"), any other bracketed value a second one; a multiplier word or

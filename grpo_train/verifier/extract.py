@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from grpo_train.verifier.boxes import BOX_START, SIGN_AFTER_BOX, box_is_operand, box_qualified, boxed_answer, find_boxes
+from grpo_train.verifier.commit import asked_equation, closing_statement, labelled_box, other_value_in_clause
 from grpo_train.verifier.hedge import (
     HEDGE,
     RETRACTION,
@@ -198,7 +199,8 @@ def _closing_answer(text: str) -> str | None:
     if len(text) <= SPAN_CHARS and (whole := MATH_SPAN.fullmatch(text.rstrip(".,"))) is not None:
         return math_content(whole)
     if len(text) <= 40 and text.count(" ") <= 3:
-        return text  # a bare answer such as "1/3" (garbage then fails to match)
+        # a bare answer such as "1/3" (garbage then fails to match); "Perhaps\n$x = 5$" offers a guess
+        return None if HEDGE.search(text) or UNSURE.search(text) else text
     if not text.endswith((".", "$", "\\]", "\\)")):
         return None  # cut off mid-sentence
     boundaries = [m.end() for m in _CLOSING_BREAK.finditer(text[:-1])]
@@ -237,11 +239,37 @@ def extract_with_rule(response: str, dataset: str, problem: str | None = None) -
     "not_found" when nothing was found)."""
     if "<" in response and (chat := _CHAT_TOKEN.search(response)) is not None:
         response = response[: chat.start()]  # "#### 18<|im_end|>": the next turn is not the answer
-    if (after := _after_thinking(response)) is not None:
-        answer, source = _extract_checked(after, dataset, problem)
-        if not source.startswith("none"):
-            return _with_rule(answer, source)
+    if (reasoned := _after_reasoning(response)) is not None:
+        outside, after = reasoned
+        answer, source = _extract_checked(outside, dataset, problem)
+        if source.startswith("none"):
+            if outside and _extract_checked(response, dataset, problem)[0] is not None:
+                return None, "none", "reasoning_only"  # a value stated only inside the block: a tentative answer
+            return _with_rule(answer, source) if outside else (None, "none", "reasoning_only")
+        if after != outside:  # later blocks: read with what they hold, their hedges count
+            whole, whole_source = _extract_checked(_THINK_TAG.sub(" ", after), dataset, problem)
+            if whole is None or not same_answer(whole, answer):
+                return _with_rule(None, whole_source if whole is None else "conflict:statements_disagree")
+        return _with_rule(answer, source)
     return _with_rule(*_extract_checked(response, dataset, problem))
+
+
+_THINK_TAG = re.compile(r"</?think>")
+_LATER_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+
+
+def _after_reasoning(response: str) -> tuple[str, str] | None:
+    """For a response that opens a reasoning block ("<think>..."; or whose first tag is "</think>": the opening tag
+    was in the prompt): (the text outside every block, the text after the first block's close); "" for both when
+    the block never closes. None for a response that opens no block (a tag later in the text: read whole)."""
+    close, opening = response.find("</think>"), response.find("<think>")
+    opens = response.lstrip().startswith("<think>") or (close != -1 and (opening == -1 or close < opening))
+    if not opens:
+        return None
+    if close == -1:
+        return "", ""
+    after = response[close + len("</think>") :]
+    return (_LATER_BLOCK.sub(" ", after) if "<think>" in after else after), after
 
 
 def _with_rule(answer: str | None, source: str) -> tuple[str | None, str, str | None]:
@@ -250,18 +278,6 @@ def _with_rule(answer: str | None, source: str) -> tuple[str | None, str, str | 
     if answer is not None:
         return answer, kind, None
     return None, kind, rule or "not_found"
-
-
-def _after_thinking(response: str) -> str | None:
-    """The text after one closed reasoning block ("<think>...</think> The answer is 5."; the opening tag may be in the
-    prompt), else None. With two blocks, or an opening tag later than the start, text outside them is not
-    reasoning and the whole response is read."""
-    if response.count("</think>") != 1 or response.count("<think>") > 1:
-        return None
-    thinking, _, after = response.partition("</think>")
-    if "<think>" in thinking and thinking.lstrip().find("<think>") != 0:
-        return None
-    return after
 
 
 def _extract_checked(response: str, dataset: str, problem: str | None) -> tuple[str | None, str]:
@@ -282,9 +298,13 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
         return None, "conflict:too_many_boxes", 0
     if boxes:
         box_rule = "boxes_disagree"  # different boxed answers, or a box in a box
-        if (answer := boxed_answer(response, boxes)) is not None:
+        answer = boxed_answer(response, boxes)
+        if answer is None and labelled_box(response, boxes, problem):
+            answer = boxes[-1][2]  # "Width: \\boxed{4}, area: \\boxed{32}": the asked quantity's box
+        if answer is not None:
             end = boxes[-1][1]
-            if alternative_follows(response, end, answer, bare_or=True) or offered_later(response[end:], answer):
+            if (alternative_follows(response, end, answer, bare_or=True) or offered_later(response[end:], answer)
+                    or other_value_in_clause(response, end, answer)):
                 return None, "conflict:other_value_after_box", 0  # "$\\boxed{5}$ (or 7)", "... But it could be 7."
             after = response[end:]
             final = _last_match(after, _FINAL_ANSWER) if "final answer" in lowered[end:] else None
@@ -313,8 +333,10 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
             return None, "conflict:" + found.partition(":")[2], 0  # "The answer is 7, or maybe it is 5."
         if span is not None:
             return span, source, start
-    if dataset == "math" and (answer := _closing_answer(response)) is not None:
-        return answer, "closing", len(response)  # GSM8K asks for a marked answer: no guessing from its prose
+    if dataset == "math" and (answer := _closing_answer(response) or asked_equation(response, problem)) is not None:
+        return answer, "closing", len(response)
+    if dataset == "gsm8k" and (answer := closing_statement(response, problem)) is not None:
+        return answer, "closing", len(response)  # "... so her salary is $57,500.": the asked quantity's value
     return None, "none", 0
 
 

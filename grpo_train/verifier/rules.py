@@ -88,6 +88,10 @@ RULES: tuple[Rule, ...] = (
          "statements of different kinds (box, final answer, answer, ####) give different numbers, unrevised",
          Example("Calculate the final answer: 7. The answer is 5.", "5", "gsm8k", APPLES),
          Example("Calculate the final answer: 5. The answer is 5.", "5", "gsm8k", APPLES)),
+    Rule("reasoning_only", "extract",
+         "a value stated only inside a reasoning block: the block never closes, or nothing after its close answers",
+         Example("<think>Tom has 3 + 2 = 5 apples. The answer is 5.</think>", "5", "gsm8k", APPLES),
+         Example("<think>Tom has 3 + 2 = 5 apples.</think>\n\nThe answer is 5.", "5", "gsm8k", APPLES)),
     Rule("not_found", "extract", "no final answer stated (a value met only mid-text is not one, C4)",
          Example("Tom has 3 apples, buys 2 more and has 5 apples", "5", "gsm8k", APPLES),
          Example("Tom has 3 apples, buys 2 more.\n#### 5", "5", "gsm8k", APPLES)),
@@ -143,6 +147,56 @@ RULES: tuple[Rule, ...] = (
          Example("The answer is 7.", "5", "gsm8k", APPLES), Example("The answer is 5.", "5", "gsm8k", APPLES)),
 )
 RULE_NAMES = tuple(rule.name for rule in RULES)
+
+
+@dataclass(frozen=True)
+class Recall:
+    name: str
+    statement: str  # one line
+    accepts: Example  # judged correct
+    refuses: Example  # the nearest hedge this way to credit could open, judged not correct
+
+
+SALARY = "Maria earns $50,000 a year and gets a 15% raise. What is her salary after the raise?"
+RECTANGLE = "A rectangle has length 8 and width 4. What is the area of the rectangle?"
+SOLVE = "Solve for $x$: $2x + 3 = 13$."
+CITY = "A city has 1200 blocks with 1000 people on each block. How many people live in the city?"
+CANDIES = "23 candies are shared equally among 4 children. How many candies does each child get?"
+
+# The ways an answer is credited besides a marker ("The answer is", a box, "####"): the last value the response
+# commits to for the asked quantity, and the spellings of one number (#59). Each beside the hedge it could open, shown
+# refused; tests/test_verifier_rules.py checks both, tests/cases/verifier_attacks_commit.py holds the rest.
+RECALLS: tuple[Recall, ...] = (
+    Recall("box_then_other_quantity", "a final box followed by a clause about another quantity (a remainder, a check)",
+           Example("Each child gets $\\boxed{5}$ candies, with a remainder of 3.", "5", "gsm8k", CANDIES),
+           Example("Each child gets $\\boxed{5}$ candies, or 6 if the rest are shared.", "5", "gsm8k", CANDIES)),
+    Recall("labelled_boxes", "the last of several labelled boxes when its label, and no earlier one, names the asked "
+           "quantity", Example("Length: $\\boxed{8}$, width: $\\boxed{4}$, area: $\\boxed{32}$.", "32", "math",
+                                RECTANGLE),
+           Example("Area: $\\boxed{30}$, area: $\\boxed{32}$.", "32", "math", RECTANGLE)),
+    Recall("closing_sentence", "GSM8K: a complete last sentence that names the asked quantity and gives one value, "
+           "true chains read as their results; or a response that is only a value",
+           Example("The raise is $7,500, so her salary is 50000 + 7500 = $57,500.", "57500", "gsm8k", SALARY),
+           Example("So her salary is $57,500 or $60,000.", "57500", "gsm8k", SALARY)),
+    Recall("asked_equation", "MATH: a last line that is an equation of the variable the question asks for",
+           Example("Subtract 3, then divide by 2:\n$x = 5$", "5", "math", SOLVE),
+           Example("Subtract 3, then divide by 2:\n$x = 5$ or $x = 7$", "5", "math", SOLVE)),
+    Recall("after_reasoning", "after a reasoning block, only what follows its close is read (reasoning_only refuses "
+           "the rest)", Example("<think>3 + 2 = 5</think>\n\nTom has 5 apples.", "5", "gsm8k", APPLES),
+           Example("<think>Tom has 5 apples.</think>", "5", "gsm8k", APPLES)),
+    Recall("scientific_notation", "a factor from 1 up to 10 times a power of ten, or e-notation",
+           Example("The answer is $1.2 \\times 10^6$.", "1200000", "gsm8k", CITY),
+           Example("The answer is $12 \\times 10^5$.", "1200000", "gsm8k", CITY)),
+    Recall("locale_separators", "thousands grouped by spaces, thin spaces, apostrophes or two or more dots, a decimal "
+           "comma after such groups; one dot group is a decimal, comma groups are thousands",
+           Example("The answer is 1'200'000.", "1200000", "gsm8k", CITY),
+           Example("The answer is 1.234.", "1234", "gsm8k", APPLES)),
+    Recall("currency_and_units", "a currency sign before or after the value, trailing zeros, the asked unit spelled "
+           "out or abbreviated; another unit of the kind asked is another value",
+           Example("Her salary is 57,500.00 €.", "57500", "gsm8k", SALARY),
+           Example("The answer is 5 minutes.", "5", "gsm8k", HOURS)),
+)
+RECALL_NAMES = tuple(recall.name for recall in RECALLS)
 
 # The comparison's refusal, recorded where a check returns False (compare.py: `return refuse("qualified")`) and read
 # by judge once the comparison is over: its functions return booleans through several layers. Per thread.

@@ -3,8 +3,9 @@
     .venv/bin/python scripts/maint/verifier_docs.py          # regenerate the section after changing RULES
     .venv/bin/python scripts/maint/verifier_docs.py --check  # exit 1 if it is stale (as tests/test_docs.py checks)
 
-Each rule's name, stage, statement and its refused and kept examples come from RULES, the conventions from
-CONVENTIONS, so the page cannot drift from the code; the rest of docs/verifier.md is written by hand.
+Each rule's name, stage, statement and its refused and kept examples come from RULES, the ways to credit an answer
+and their examples from RECALLS, the conventions from CONVENTIONS, so the page cannot drift from the code; the rest
+of docs/verifier.md is written by hand.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from grpo_train.verifier.rules import CONVENTIONS, RULES, Example  # noqa: E402
+from grpo_train.verifier.rules import CONVENTIONS, RECALLS, RULES, Example  # noqa: E402
 
 PAGE = ROOT / "docs" / "verifier.md"
 COMMAND = ".venv/bin/python scripts/maint/verifier_docs.py"
@@ -38,6 +39,8 @@ def _cell(example: Example) -> str:
 def section() -> str:
     rows = [f"| {i} | `{rule.name}` | {rule.stage} | {rule.statement.replace('|', chr(92) + '|')} | "
             f"{_cell(rule.refuses)} | {_cell(rule.keeps)} |" for i, rule in enumerate(RULES, 1)]
+    recalls = [f"| `{recall.name}` | {recall.statement.replace('|', chr(92) + '|')} | {_cell(recall.accepts)} | "
+               f"{_cell(recall.refuses)} |" for recall in RECALLS]
     conventions = [f"{i}. {text}" for i, text in enumerate(CONVENTIONS, 1)]
     return "\n".join([
         BEGIN,
@@ -55,6 +58,15 @@ def section() -> str:
         "| # | rule | stage | refuses | refused | kept |",
         "|---|---|---|---|---|---|",
         *rows,
+        "",
+        "The ways an answer is credited besides a marker (\"The answer is\", a box, \"####\"): the last value the",
+        "response commits to for the asked quantity, and other spellings of one number (#59). Each beside the nearest",
+        "hedge it could open, which is refused (tests/test_verifier_rules.py checks both;",
+        "tests/cases/verifier_attacks_commit.py holds the rest of their accepted and refused cases):",
+        "",
+        "| way to credit | credits | credited | refused |",
+        "|---|---|---|---|",
+        *recalls,
         "",
         "The conventions every rule follows (the labelling conventions of `../shared/data/README.md`, C1-C8 in",
         "`verifier/api.py`):",

@@ -17,6 +17,9 @@ labelling conventions (grpo_train/verifier/rules.py's CONVENTIONS) give (True: t
   bad_gold    a gold that cannot be scored: judge must answer status "error" naming it
   cost        inputs that would take SymPy seconds or hours: refused at once (timed by the benchmark)
   recall      correct answers that a stricter verifier could wrongly reject (false-negative checks)
+  commit      the last value committed to for the asked quantity, without a marker, and the hedges it could open
+  spelling    other spellings of one number (scientific notation, other locales' separators) and ambiguous ones
+  reasoning   a reasoning block: only what follows its close is the answer
 
 Used by tests/test_verifier_attacks.py, scripts/bench/bench_verifier.py (false positives, false negatives and the
 p99 time per cost input) and scripts/maint/verifier_harness.py. Not imported by the package.
@@ -24,6 +27,7 @@ p99 time per cost input) and scripts/maint/verifier_harness.py. Not imported by 
 
 from __future__ import annotations
 
+from cases.verifier_attacks_commit import COMMIT, REASONING, SPELLING
 from cases.verifier_attacks_echo import ECHO
 from cases.verifier_attacks_form import BAD_GOLD, COST, EQUATION, INVISIBLE, NEAR
 from cases.verifier_attacks_hedge import HEDGE
@@ -32,4 +36,4 @@ from cases.verifier_attacks_recall import RECALL
 from cases.verifier_case import Case
 
 CASES: list[Case] = [*ECHO, *HEDGE, *QUALIFIER, *SCALE, *UNIT, *RATE, *OPERAND, *EQUATION, *INVISIBLE, *NEAR,
-                     *BAD_GOLD, *COST, *RECALL]
+                     *BAD_GOLD, *COST, *RECALL, *COMMIT, *SPELLING, *REASONING]

@@ -1,0 +1,180 @@
+"""The adversarial suite's cases for the recall rules of #59 (tests/cases/verifier_attacks.py collects them): each new
+way to credit an answer beside the hedges it could open, shown refused.
+
+  commit     the last value committed to for the asked quantity: an unmarked last sentence (GSM8K), the last of
+             labelled boxes, an equation of the asked variable, a box with a clause about another quantity after it
+  spelling   other spellings of one number: scientific notation, other locales' separators, a decimal comma,
+             currency after the value, trailing zeros, units spelled out; ambiguous separators stay refused
+  reasoning  a reasoning block: only what follows its close is the answer
+"""
+
+from __future__ import annotations
+
+from cases.verifier_case import Case, _cases
+
+SALARY = "Maria earns $50,000 a year and gets a 15% raise. What is her salary after the raise?"
+EGGS = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. She sells the "
+        "remainder for $2 per egg. How much does she make every day?")
+CANDIES = "23 candies are shared equally among 4 children. How many candies does each child get?"
+RECTANGLE = "A rectangle has length 8 and width 4. What is the area of the rectangle?"
+SOLVE = "Solve for $x$: $2x + 3 = 13$."
+TRIP = "A trip takes 300 minutes. How many hours does the trip take?"
+CITY = "A city has 1200 blocks with 1000 people on each block. How many people live in the city?"
+APPLES = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
+
+COMMIT: list[Case] = [
+    # An unmarked last sentence that states the asked quantity's value (GSM8K).
+    *_cases("commit", SALARY, "57500", [
+        ("The raise is 50000 * 0.15 = $7,500, so her salary is $57,500.", True, "the asked quantity, last clause"),
+        ("She gets 50000*0.15=7500 more.\nSo her salary is 50000 + 7500 = $57,500.", True, "a true chain"),
+        ("Her new salary is 57,500 dollars.", True, "the unit spelled out"),
+        ("So her salary is $57,500 or $60,000.", False, "two values in the last sentence"),
+        ("So her salary is $60,000 or $57,500.", False, "two values, the gold last"),
+        ("Her salary is $57,500, or $60,000.", False, "a second value after a comma"),
+        ("So her salary is not $57,500.", False, "a negated value"),
+        ("Her salary isn't $57,500.", False, "a negated value, contracted"),
+        ("Her salary might be $57,500.", False, "a hedged value"),
+        ("I think her salary is $57,500.", False, "an unsure value"),
+        ("Her salary is about $57,500.", False, "an approximation"),
+        ("Her salary is at least $57,500.", False, "a bound"),
+        ("Her salary is $57,500 if the raise applies.", False, "a condition"),
+        ("Her salary is 50000 + 5000 = $57,500.", False, "a false chain"),
+        ("Her salary is $57,500?", False, "a question"),
+        ("Wait, her salary is $57,500.", False, "a correction with nothing before it"),
+        ("She earns $50,000 and the raise is 15%, so her salary is", False, "cut off"),
+        ("Let me compute 50000 + 7500 = 57500 step by step.", False, "no word of the asked quantity"),
+        ("Her salary is $57,500 thousand.", False, "a scale word after it"),
+    ], dataset="gsm8k"),
+    *_cases("commit", EGGS, "18", [
+        ("She sells 16 - 3 - 4 = 9 eggs.\nJanet makes 9 * $2 = $18 every day.", True, "the asked verb, a chain"),
+        ("She sells 16 - 3 - 4 = 9 eggs.", False, "an intermediate step names no asked word"),
+        ("**18**", True, "a response that is only the value"),
+        ("18 or 20", False, "a bare response with two values"),
+        ("**18?**", False, "a bare value as a question"),
+    ], dataset="gsm8k"),
+    *_cases("commit", TRIP, "5", [
+        ("The trip takes 300 / 60 = 5 hours.", True, "the unit asked"),
+        ("The trip takes 5 minutes.", False, "another unit of the kind asked"),
+        ("The trip takes 300 minutes.", False, "the question's own figure, in another unit"),
+    ], dataset="gsm8k"),
+    # A final box with a clause about another quantity after it (a remainder, a check).
+    *_cases("commit", CANDIES, "5", [
+        ("Each child gets $\\boxed{5}$ candies, with a remainder of 3.", True, "a remainder after the box"),
+        ("$\\boxed{5}$\n\nCheck: 5 * 4 = 20, and 3 are left over.", True, "a check after the box"),
+        ("$\\boxed{5}$, or 6 if the leftovers are shared.", False, "another value under a condition"),
+        ("Each child gets $\\boxed{5}$ candies, or 6 if the rest are shared.", False, "'or' a value, words between"),
+        ("Each child gets $\\boxed{5}$ candies and 3 are left over.", True, "another quantity in the box's clause"),
+        ("$\\boxed{5}$\n\nIt could also be 6.", False, "another value offered later"),
+    ], dataset="gsm8k"),
+    # The last of several labelled boxes, its label the asked quantity.
+    *_cases("commit", RECTANGLE, "32", [
+        ("Length: $\\boxed{8}$, width: $\\boxed{4}$, area: $\\boxed{32}$.", True, "the asked quantity's box last"),
+        ("Length = \\boxed{8}\n\nWidth = \\boxed{4}\n\nArea = \\boxed{32}", True, "labels on their own lines"),
+        ("Area: \\boxed{30}\nArea: \\boxed{32}", False, "two boxes for the asked quantity"),
+        ("Area maybe: \\boxed{30}, area: \\boxed{32}", False, "a hedged label"),
+        ("Guess: \\boxed{30}, area: \\boxed{32}", False, "an earlier box that names no quantity... is a guess"),
+        ("\\boxed{30}, area: \\boxed{32}", False, "an earlier box without a label"),
+        ("Length: \\boxed{8}, width: \\boxed{4}, area: \\boxed{32} or \\boxed{30}", False, "two boxes for the area"),
+        ("Length: \\boxed{8}, width: \\boxed{4}, area: \\boxed{32} (or 30)", False, "another value after the box"),
+        ("Area: \\boxed{32}, perimeter: \\boxed{24}", False, "the asked quantity's box not last"),
+    ]),
+    *_cases("commit", RECTANGLE, "8", [
+        ("Length: \\boxed{8}, width: \\boxed{4}, area: \\boxed{32}", False, "an earlier label's value is not it"),
+    ]),
+    *_cases("commit", None, "32", [
+        ("Width: \\boxed{4}\nArea: \\boxed{32}", False, "without the problem the asked quantity is not known"),
+    ]),
+    # An equation of the asked variable on the last line.
+    *_cases("commit", SOLVE, "5", [
+        ("Subtract 3: $2x = 10$. Divide by 2:\n$x = 5$", True, "the asked variable's equation"),
+        ("Subtracting 3 and halving:\n\n$$x = 5$$", True, "in display math"),
+        ("We solve it.\n$x = 5$ or $x = 7$", False, "two values"),
+        ("We solve it.\n$x = \\pm 5$", False, "plus or minus"),
+        ("Perhaps\n$x = 5$", False, "a hedge on the line before"),
+        ("Maybe it is\n\n$x = 5$", False, "a hedge on the line before, a blank line between"),
+        ("We solve it.\n$x \\approx 5$", False, "an approximation"),
+        ("We solve it.\n$x = 5$?", False, "a question"),
+    ]),
+]
+
+SPELLING: list[Case] = [
+    *_cases("spelling", CITY, "1200000", [
+        ("The answer is $1.2 \\times 10^6$.", True, "scientific notation"),
+        ("The answer is \\boxed{1.2 \\times 10^{6}}.", True, "scientific notation, boxed"),
+        ("The answer is 1.2e6.", True, "e-notation"),
+        ("The answer is 1\u2009200\u2009000.", True, "thin spaces between groups"),
+        ("The answer is 1'200'000.", True, "apostrophes between groups"),
+        ("The answer is 1.200.000.", True, "dots between groups (two of them: not a decimal)"),
+        ("So the city has 1 200 000 people.", True, "spaces between groups, unmarked last sentence"),
+        ("The answer is 12 \\times 10^5.", False, "a factor of 10 or more is an operation, not the notation"),
+        ("The answer is 1.2 \\times 10^6 or 1.3 \\times 10^6.", False, "two values in scientific notation"),
+        ("The answer is about 1.2 \\times 10^6.", False, "an approximation"),
+        ("The answer is 1.2 \\times 10^6 thousand.", False, "a scale word after it"),
+        ("The answer is $\\boxed{1.2 \\times 10^6}^2$.", False, "the box as an operand"),
+        ("The answer is 1.2e6 or 1.3e6.", False, "two values in e-notation"),
+        ("The answer is 1'200'000 or 1'300'000.", False, "two values with apostrophes"),
+        ("The answer is 1.200.000 or 1.300.000.", False, "two values with dots"),
+        ("The answer is 1,2e6.", False, "a decimal comma in e-notation is not read"),
+        ("The answer is 1.2.", False, "the mantissa alone"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", "How much is 1.2 times 1000?", "1.2", [
+        ("The answer is 1.200.000.", False, "dot groups read as thousands, not as a decimal"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "1234.5", [
+        ("The answer is 1 234,5.", True, "space groups before a decimal comma"),
+        ("The answer is 1.234,5.", True, "a dot group before a decimal comma"),
+        ("The answer is 1,234.5.", True, "comma groups before a decimal point"),
+        ("The answer is 1 234,5 or 1 234,6.", False, "two values"),
+        ("The answer is 1.234,5.6.", False, "a decimal comma and a point"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "1.234", [
+        ("The answer is 1,234.", False, "1,234 groups thousands: it is 1234"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "1234", [
+        ("The answer is 1.234.", False, "one dot group is a decimal: 1.234"),
+        ("The answer is 1,234.", True, "comma groups"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "15", [
+        ("The answer is 1,5.", False, "1,5 is no grouping of 15"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "12.5", [
+        ("The answer is 12,5.", True, "a decimal comma against a decimal gold"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "125", [
+        ("The answer is 12,5.", False, "a decimal comma is not a thousands separator"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", SALARY, "57500", [
+        ("The answer is 57500 $.", True, "a currency sign after the value"),
+        ("The answer is 57,500€.", True, "a euro sign after the value"),
+        ("The answer is \\boxed{57.500 €}", False, "one dot group is a decimal (57.5), even before a euro sign"),
+        ("The answer is 57,500.00.", True, "trailing zeros"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "-5", [
+        ("The answer is \u22125.", True, "a unicode minus"),
+        ("The answer is \u22125 or 5.", False, "two values, unicode minus"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", "A car drives 60 km per hour for 3 hours. How many kilometers does it travel?", "180", [
+        ("The answer is \\boxed{180\\,\\mathrm{km}}.", True, "a unit abbreviated"),
+        ("The answer is \\boxed{180 \\text{ kilometers}}.", True, "a unit spelled out"),
+        ("The answer is 180000 m.", False, "another unit of the kind asked"),
+        ("The answer is \\boxed{180 \\text{ miles}}.", False, "another unit, the same number"),
+    ], dataset="gsm8k"),
+]
+
+REASONING: list[Case] = [
+    *_cases("reasoning", APPLES, "5", [
+        ("<think>3 + 2 = 5</think>\n\nThe answer is 5.", True, "the answer after the block"),
+        ("<think>hmm</think>\n\nTom has 5 apples.", True, "an unmarked sentence after the block"),
+        ("<think>hmm</think>\n\n**5**", True, "a bare value after the block"),
+        ("<think>The answer is 5.</think>", False, "a value only inside the block"),
+        ("<think>The answer is 5.</think>\n\nI'm not sure.", False, "inside only, nothing stated after"),
+        ("<think>The answer is 5.", False, "a block never closed"),
+        ("<think>\\boxed{5}", False, "a box in a block never closed"),
+        ("  <think>\nSo \\boxed{5}\n", False, "a block never closed, after spaces"),
+        ("The answer is 5.</think>", False, "the opening tag in the prompt, nothing after the close"),
+        ("<think>x</think> <think>\\boxed{5}</think>", False, "a value only inside a second block"),
+        ("<think>x</think>\\boxed{5}<think>or 7</think>", False, "a hedge inside a later block"),
+        ("<think>x</think>\n\nTom has 5 apples or 7 apples.", False, "two values after the block"),
+        ("<think>x</think>\n\n5 or 7", False, "two bare values after the block"),
+    ], dataset="gsm8k"),
+]

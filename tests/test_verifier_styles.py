@@ -4,11 +4,17 @@ each beside the attacks its rule must still refuse. Found by a false-negative hu
 generated model styles (2026-11-26): before these rules every response of the first eight groups scored 0.
 """
 
+from fractions import Fraction
+
 import pytest
+from cases.verifier_policy_styles import KNOWN_MISSES
+from cases.verifier_policy_styles import STYLES as POLICY_STYLES
 from helpers.hang_guard import assert_linear
 
 from grpo_train.verifier import judge_with_timeout
+from grpo_train.verifier.commit import asked_words, closing_statement
 from grpo_train.verifier.hedge import stated_value
+from grpo_train.verifier.spelling import spelled_number
 
 APPLES = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
 EGGS = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. She sells the "
@@ -132,3 +138,71 @@ def test_style_rules_stay_linear_on_a_megabyte():
     for build, expected in inputs:
         verdict = assert_linear(lambda text: judge_with_timeout(text, "5", "gsm8k", APPLES).correct, build)
         assert verdict is expected, build(0)[:40]
+
+
+# ----------------------------------------------------------------------------------------------------
+# #59: the forms policies write (tests/cases/verifier_policy_styles.py), and the rules that credit them
+
+SALARY = "Maria earns $50,000 a year and gets a 15% raise. What is her salary after the raise?"
+
+
+@pytest.mark.parametrize("response,gold,dataset,problem,expected,why", POLICY_STYLES,
+                         ids=[s[-1] for s in POLICY_STYLES])  # fmt: skip
+def test_policy_styles_are_credited_and_their_hedges_refused(response, gold, dataset, problem, expected, why):
+    verdict = judge_with_timeout(response, gold, dataset, problem)
+    if why in KNOWN_MISSES:
+        assert expected and not verdict.correct, why  # when this passes again, drop it from KNOWN_MISSES
+        return
+    assert verdict.correct == expected, (why, verdict.rule, verdict.answer)
+
+
+def test_asked_words_name_the_question_up_to_its_data():
+    assert asked_words(SALARY) == {"salary"}
+    assert asked_words("A rectangle has length 8 and width 4. What is the area of the rectangle with width 4?") == {
+        "area", "rectangle"}  # fmt: skip
+    assert asked_words("How much does she make every day?") == {"make", "day"}
+    assert asked_words("Tom has 3 apples.") == frozenset() and asked_words(None) == frozenset()
+
+
+def test_closing_statement_reads_the_last_clause_and_true_chains_only():
+    assert closing_statement("She gets $7,500 more, so her salary is 50000 + 7500 = $57,500.", SALARY) == "$57,500"
+    assert closing_statement("Her salary is 50000 + 5000 = $57,500.", SALARY) is None  # a false chain
+    assert closing_statement("Her salary is $57,500 and her bonus $500.", SALARY) is None  # the last value names none
+    assert closing_statement("Her salary is $57,500", SALARY) is None  # cut off
+    assert closing_statement("Her salary is $57,500.", None) is None  # the asked quantity is not known
+    assert closing_statement("*57,500*", None) == "57,500"  # a response that is only a value needs no problem
+
+
+def test_reasoning_blocks_are_read_after_their_close():
+    apples = "Tom has 3 apples and buys 2 more. How many apples does Tom have?"
+    assert judge_with_timeout("<think>5</think>\n\nThe answer is 5.", "5", "gsm8k", apples).correct
+    for response in ("<think>The answer is 5.</think>", "<think>The answer is 5.", "The answer is 5.</think>"):
+        assert judge_with_timeout(response, "5", "gsm8k", apples).rule == "reasoning_only", response
+    # text before the opening tag: the response is read whole, as before (a box between blocks still disagrees)
+    assert not judge_with_timeout("\\boxed{7} <think>b</think> \\boxed{5}", "5", "gsm8k", apples).correct
+
+
+def test_spelled_numbers_read_one_number_or_none():
+    assert spelled_number("1.2 \\times 10^{6}").value == 1_200_000
+    assert spelled_number("1.2e-3").value == Fraction(3, 2500)
+    assert spelled_number("1'200'000").value == 1_200_000 and spelled_number("1.200.000").value == 1_200_000
+    assert spelled_number("1 234,5").value == Fraction(2469, 2) and spelled_number("1.234,5").value == Fraction(2469, 2)
+    for ambiguous in ("1.234", "1,234", "1,5", "12 \\times 10^5", "0.5 \\times 10^3", "1.2.3", "1'23'000"):
+        assert spelled_number(ambiguous) is None, ambiguous
+
+
+def test_recall_rules_stay_linear_on_a_megabyte():
+    """Hang guards for the closing sentence, the labelled boxes, the asked equation, the clause after a box and the
+    reasoning blocks: 1 MB inputs repeating what each reads."""
+    inputs = [
+        lambda n: "1 + " * (n // 4) + "2 = 3 apples.",  # a chain that never closes, in the closing sentence
+        lambda n: "Her salary, " * (n // 12) + "is $57,500.",
+        lambda n: "<think>" * (n // 7) + "The answer is 5.",  # opened, never closed
+        lambda n: "<think>a</think>" + "<think>" * (n // 7) + "\\boxed{5}",
+        lambda n: "\\boxed{5} candies" + ", or" * (n // 4),
+        lambda n: "Area: " * (n // 6) + "\\boxed{5}",
+        lambda n: "$x = 5$\n" * (n // 8),
+    ]
+    problem = "Tom has 3 apples and buys 2 more. How many apples does Tom have? What is her salary? Find $x$."
+    for build in inputs:  # the time is the point here; the verdicts are tested above
+        assert_linear(lambda text: judge_with_timeout(text, "5", "gsm8k", problem).correct, build)

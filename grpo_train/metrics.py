@@ -29,11 +29,12 @@ METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 PROMPTS_FILE = "prompts.txt"
 
-# What the console line shows, in order, with its short label.
+# What the console line shows, in order, with its short label (each where the row has it: staleness, the mean
+# weight versions the trained tokens are behind, with rollout.max_staleness >= 1).
 _CONSOLE_KEYS = [
     ("reward/mean", "reward"), ("reward/accuracy", "acc"), ("train/loss", "loss"), ("train/kl", "kl"),
-    ("train/grad_norm", "gnorm"), ("train/completion_len_mean", "len"), ("perf/step_s", "s/step"),
-    ("eval/accuracy", "eval_acc"),
+    ("train/grad_norm", "gnorm"), ("train/completion_len_mean", "len"), ("rollout/staleness_mean", "stale"),
+    ("perf/step_s", "s/step"), ("eval/accuracy", "eval_acc"),
 ]
 
 

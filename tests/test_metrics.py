@@ -20,6 +20,16 @@ def test_a_step_line_is_one_line_in_a_redirected_log(tmp_path, capfd):
     err = capfd.readouterr().err  # a pipe, not a terminal: rich would wrap at 80 columns
     (line,) = [line for line in err.splitlines() if line.strip()]
     assert len(line) > 80 and line.startswith("step 12345") and line.rstrip().endswith("eval_acc 0.9877"), err
+    assert "stale" not in line  # synchronous: no staleness in the row, none on the line
+
+
+def test_an_asynchronous_step_line_shows_the_staleness(tmp_path, capfd):
+    """rollout.max_staleness >= 1: the trained tokens' mean staleness (rollout/staleness_mean) on the step line."""
+    logger = MetricsLogger(load_config(None, [f"run.output_dir={tmp_path}"]), tmp_path, rank=0)
+    logger.log(7, {"reward/mean": 0.5, "train/completion_len_mean": 40.0, "rollout/staleness_mean": 0.625,
+                   "rollout/staleness_max": 1.0, "perf/step_s": 3.0})
+    (line,) = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert line.split() == ["step", "7", "reward", "0.5", "len", "40", "stale", "0.625", "s/step", "3"], line
 
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from grpo_train.config_aliases import did_you_mean, suggest_keys
-from grpo_train.config_schema import AlgorithmConfig, ConfigError
+from grpo_train.config_schema import AlgorithmConfig, Config, ConfigError
 
 
 def _group_size_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:
@@ -136,15 +136,60 @@ def _parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+_INDEXED = re.compile(r"(\w+)\[(\d+)\]")  # functions[0]
+
+
+def _default_list(key: str) -> list[Any] | None:
+    """The default of the list field `key` (dotted, an entry of a list as [i]) as a plain tree; None if `key` names
+    no list field."""
+    tp: Any = Config
+    default: Any = None
+    for part in key.split("."):
+        name = _INDEXED.sub(r"\1", part)
+        fields = {f.name: f for f in dataclasses.fields(tp)} if dataclasses.is_dataclass(tp) else {}
+        if name not in fields:
+            return None
+        f = fields[name]
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        tp = typing.get_type_hints(tp)[name]
+        if part != name:  # into an entry of the list
+            tp = typing.get_args(tp)[0] if typing.get_origin(tp) is list else None
+    if not isinstance(default, list):
+        return None
+    return [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in default]
+
+
 def set_dotted(tree: dict[str, Any], key: str, value: Any, source: str) -> None:
+    """Set `key` in the plain tree: `a.b=v`, or an entry of a list `a.b[i].c=v` / `a.b[i]=v`. An index edits the
+    list the tree holds (the file's), else the key's default list; past its end is an error naming its length."""
     parts = key.split(".")
-    node = tree
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
+    node: Any = tree
+    for depth, part in enumerate(parts):
+        indexed = _INDEXED.fullmatch(part)
+        name = indexed[1] if indexed else part
+        if not indexed:
+            if depth == len(parts) - 1:
+                node[part] = value
+                return
+            node = node.setdefault(part, {})
+        else:
+            listed, index = ".".join([*parts[:depth], name]), int(indexed[2])
+            entries = node[name] if name in node else _default_list(listed)
+            if not isinstance(entries, list):
+                suggested = [(k, alias) for k, alias in suggest_keys(listed) if k != listed]
+                hint = f"; {did_you_mean(listed, suggested)}" if suggested else ""
+                raise ConfigError(f"{source}: {key}: {listed} is not a list{hint}")
+            node[name] = entries
+            if index >= len(entries):
+                raise ConfigError(f"{source}: {key}: index {index} is out of range: {listed} has {len(entries)} "
+                                  f"entr{'y' if len(entries) == 1 else 'ies'}; set the whole list to add one "
+                                  f"({listed}=[...])")
+            if depth == len(parts) - 1:
+                entries[index] = value
+                return
+            node = entries[index]
+        if not isinstance(node, dict):
             raise ConfigError(f"{source}: {key}: {part!r} is not a section")
-        node = child
-    node[parts[-1]] = value
 
 
 def read_tree(path: str | Path | None, overrides: list[str] | None = None) -> tuple[dict[str, Any], Origin]:

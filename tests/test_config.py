@@ -244,6 +244,37 @@ def test_unknown_keys_in_a_file_name_the_file_and_every_suggestion(tmp_path):
         "did you mean learner.lr?"), err.value
 
 
+def test_an_override_sets_an_entry_of_a_list(tmp_path):
+    """`a.b[i].c=v` edits entry i of the file's list (or of the key's default list); the other entries stay."""
+    path = write(tmp_path, "reward:\n  functions:\n    - {function: grpo_train.rewards:boxed_format, weight: 0.5}\n"
+                 "    - {function: grpo_train.rewards:think_format, name: think}\n")
+    cfg = load_config(path, ["reward.functions[1].function=grpo_train.rewards:length_penalty",
+                             "reward.functions[1].kwargs={max_len: 64}", "reward.functions[0].weight=2",
+                             "learner.adam_betas[1]=0.95"])
+    assert [(f.function, f.weight, f.name) for f in cfg.reward.functions] == [
+        ("grpo_train.rewards:boxed_format", 2.0, ""), ("grpo_train.rewards:length_penalty", 1.0, "think")]
+    assert cfg.reward.functions[1].kwargs == {"max_len": 64}
+    assert cfg.learner.adam_betas == [0.9, 0.95]  # an entry of a default list
+    # A bad value under an entry names the entry's key and the override that set it.
+    with pytest.raises(ConfigError, match=re.escape("(override 'reward.functions[0].weight=heavy'): "
+                                                    "reward.functions[0].weight: expected float")):
+        load_config(path, ["reward.functions[0].weight=heavy"])
+
+
+@pytest.mark.parametrize("file, override, expected", [
+    ("reward:\n  functions:\n    - {function: grpo_train.rewards:boxed_format}\n", "reward.functions[1].weight=2",
+     "reward.functions[1].weight: index 1 is out of range: reward.functions has 1 entry"),
+    ("", "reward.functions[0].function=pkg.mod:fn",
+     "reward.functions[0].function: index 0 is out of range: reward.functions has 0 entries"),
+    ("", "algorithm.group_size[0]=4", "algorithm.group_size[0]: algorithm.group_size is not a list"),
+])
+def test_a_list_index_out_of_range_names_the_key_and_the_lists_length(tmp_path, file, override, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, file), [override])
+    assert f"(override {override!r}): {expected}" in str(err.value), err.value
+    assert "did you mean" not in str(err.value)  # not the same key suggested back
+
+
 def test_aliases_name_our_keys_and_not_our_own_names():
     keys = field_docs()
     assert all(alias.key in keys for alias in ALIASES), [a for a in ALIASES if a.key not in keys]

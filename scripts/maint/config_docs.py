@@ -44,7 +44,8 @@ algorithm:
 ```
 
 Any key can be overridden on the command line as `section.key=value` (the value is read as YAML: `3`, `0.1`,
-`true`, `[a, b]`). `grpo-train --config F --print-config` prints the resolved config (every key), `--explain`
+`true`, `[a, b]`), an entry of a list as `reward.functions[0].weight=2` (an index past the list's end is an
+error naming its length). `grpo-train --config F --print-config` prints the resolved config (every key), `--explain`
 adds each key's doc, `--gpu-gib 80` the per-GPU memory estimate. An unknown key, a wrong type or a value out
 of range stops the run before any model loads, with an error naming the key and where it was set (the file,
 or the override); for an unknown key, also the known key it may stand for (`algorithm.lr`: "did you mean

@@ -183,10 +183,11 @@ def test_a_task_without_answers_logs_no_accuracy_and_a_broken_reward_function_st
     assert out.returncode == 2, out.stderr[-5000:]
     assert "Traceback" not in out.stderr, out.stderr[-5000:]
     last = out.stderr.strip().splitlines()[-1]
+    raised = MY_REWARDS.splitlines().index('        raise ValueError(f"no score for call {served}")') + 1
     assert last == ("grpo-train: reward function error: reward function breaks_after_step_1 failed on 100.0% of "
                     "its calls at step 2, over reward.max_failure_fraction 0.5; its first failure: error: "
-                    "ValueError: no score for call 11. Fix the function, or raise reward.max_failure_fraction "
-                    "(1 = never stop)"), last
+                    f"ValueError: no score for call 11 (raised at my_rewards.py:{raised}). Fix the function, or "
+                    "raise reward.max_failure_fraction (1 = never stop)"), last
     metrics = [json.loads(line) for line in (folder / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in metrics] == [0, 1]  # stopped before step 2's update
     assert not [k for r in metrics for k in r if k.endswith(("/accuracy", "/no_answer")) and "/fn/" not in k]

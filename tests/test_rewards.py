@@ -22,7 +22,7 @@ from grpo_train.rewards import (
     think_format,
 )
 from grpo_train.rewards.pool import VerifierPool, VerifyItem, function_errors, function_sums
-from grpo_train.rewards.user_code import UserCodeError, load_function
+from grpo_train.rewards.user_code import UserCodeError, load_function, raised_at
 from grpo_train.verifier import judge
 
 REPO = Path(__file__).resolve().parents[1]
@@ -308,8 +308,13 @@ def test_pool_scores_functions_with_per_function_statuses(user_file):
         ["error", "timeout", "no_answer", "error", "ok"],
         ["ok", "timeout", "ok", "error", "ok"],
     ]
-    assert "RuntimeError: call 2 fails" in scored[1].functions[0].error
+    # Each error names where it raised: the line in the function's file, else (a bad return) its definition.
+    line = {text.strip(): i + 1 for i, text in enumerate(USER_FUNCTIONS.splitlines())}
+    raised = line['raise RuntimeError(f"call {calls} fails")']
+    wordy = line["def wordy(completion, problem, num_tokens, truncated):"]
+    assert scored[1].functions[0].error == f"RuntimeError: call 2 fails (raised at my_rewards.py:{raised})"
     assert "returned 'many words' (str)" in scored[0].functions[3].error
+    assert scored[0].functions[3].error.endswith(f"(raised at my_rewards.py:{wordy})")
     # echo: 0.5 * (2 * gold-in-text + tokens / 100 + truncated); the gold "" is in every text
     assert [s.functions[4].reward for s in scored] == pytest.approx([0.5 * 2.1, 0.5 * 3.02, 0.5 * 2.5])
     assert [s.reward for s in scored] == pytest.approx([1 + 1 + 2 * 0.5 + 1.05, 0 + 0 + 0 + 1.51, 0 + 1 + 1 + 1.25])
@@ -319,6 +324,26 @@ def test_pool_scores_functions_with_per_function_statuses(user_file):
     assert sums["reward/fn/echo"][0] == pytest.approx(2.1 + 3.02 + 2.5)  # the values, before the weight 0.5
     assert sums["reward/fn/hedge"] == (1.0, 3)  # 0.5 + None + 0.5; its weight 2 applies to the reward only
     assert set(function_errors([s.functions for s in scored], functions)) == {"flaky", "sleepy", "wordy"}
+
+
+def test_a_failing_functions_error_names_the_file_and_line_where_it_raised(tmp_path, monkeypatch):
+    """The innermost frame in the function's own file (here a helper beside it, calling into C), else the
+    function's definition (the error came from checking what it returned)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "parse.py").write_text(textwrap.dedent('''
+        def _number(text):
+            return int(text)
+
+        def parsed(completion, problem, num_tokens, truncated):
+            return _number(completion)
+    '''))
+    fn = load_function("parse.py:parsed")
+    with pytest.raises(ValueError) as err:
+        fn("seven", {}, 1, False)
+    assert raised_at(fn, err.value) == "parse.py:3"  # int("seven") in the helper
+    with pytest.raises(TypeError) as err:
+        as_reward("seven")  # a returned string: the check raises, in grpo_train/rewards/functions.py
+    assert raised_at(fn, err.value) == "parse.py:5"  # not raised in its file: where it is defined
 
 
 def test_a_function_stuck_in_c_code_costs_a_worker_not_the_batch(tmp_path, monkeypatch):

@@ -51,7 +51,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple
 
 from grpo_train.rewards.functions import RewardFunction, as_reward
-from grpo_train.rewards.user_code import UserCodeError, load_function
+from grpo_train.rewards.user_code import UserCodeError, load_function, raised_at
 from grpo_train.verifier import (
     ItemTimeout,
     Judgement,
@@ -261,8 +261,8 @@ def _call(fn: Callable[..., object] | str, kwargs: dict, args: tuple, timeout_s:
         configured = timeout_s / SOFT_TIMEOUT_FRACTION
         timer = f"the worker's timer, {SOFT_TIMEOUT_FRACTION:.0%} of reward.timeout_s = {configured:g} s"
         return "timeout", f"still running at {timeout_s:g} s ({timer})", None
-    except Exception as exc:  # the user's code: reported per item, never fatal
-        return "error", f"{type(exc).__name__}: {exc}"[:500], None
+    except Exception as exc:  # the user's code: reported per item, never fatal, with where it raised
+        return "error", f"{type(exc).__name__}: {str(exc)[:500]} (raised at {raised_at(fn, exc)})", None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)  # also when the alarm hit between the call and the inner finally
         signal.signal(signal.SIGALRM, raise_item_timeout)  # the worker's handler, whatever the user's code set

@@ -14,12 +14,14 @@ files called `reward.py` in different folders do not collide.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,22 @@ def check_call(fn: Callable[..., Any], positional: int, kwargs: dict[str, Any]) 
             check(**kwargs)
         except (TypeError, ValueError) as err:
             raise UserCodeError(f"kwargs: {err}") from None
+
+
+def raised_at(fn: Callable[..., Any], exc: BaseException) -> str:
+    """Where `fn`'s call raised `exc`, as file:line: the innermost frame of the traceback in fn's own file (fn
+    itself or a helper beside it; for an error inside a library, the line that called it), else fn's definition
+    (the error came from checking what it returned). The path is relative to the working directory under it."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)  # None: a builtin, or an object with __call__
+    if code is None:
+        return "?"
+    file = code.co_filename
+    lines = [line for frame, line in traceback.walk_tb(exc.__traceback__) if frame.f_code.co_filename == file]
+    line = lines[-1] if lines else code.co_firstlineno
+    path = Path(file)
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(Path.cwd())
+    return f"{path}:{line}"
 
 
 # ----------------------------------------------------------------------------------------------------

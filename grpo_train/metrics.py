@@ -1,6 +1,7 @@
 """Run outputs on rank 0: metrics.jsonl (always), samples.jsonl, prompts.txt (the first prompts as the model sees
-them), a console line per step, the end-of-run eval and reward-function failure lines, and wandb; and what the
-libraries we run inside our process (vLLM, DeepSpeed, transformers) may print (`configure_library_logs`).
+them), a console line per step, a warning when no group's rewards differ for steps in a row (`NoSpreadWarning`),
+the end-of-run eval and reward-function failure lines, and wandb; and what the libraries we run inside our process
+(vLLM, DeepSpeed, transformers) may print (`configure_library_logs`).
 
 wandb never needs a network or a key: `run.wandb` is `disabled` by default, `offline` writes a local run
 that `wandb sync` can upload later, and only an explicit `online` talks to a server.
@@ -251,6 +252,29 @@ class MetricsLogger:
     def close(self) -> None:
         if self.wandb_run is not None:
             self.wandb_run.finish()
+
+
+NO_SPREAD_STEPS = 5  # consecutive steps without any group of mixed rewards before the console says so
+
+
+class NoSpreadWarning:
+    """One console line once NO_SPREAD_STEPS steps in a row had no group with any reward spread: in every group the G
+    completions scored the same (reward/zero_variance 1; with dynamic sampling, no group kept either), so every
+    advantage is 0 and the reward teaches nothing (loss and gradient 0, less any KL term). Once per such streak."""
+
+    def __init__(self, logger: MetricsLogger, steps: int = NO_SPREAD_STEPS):
+        self.logger, self.steps, self.streak = logger, steps, 0
+
+    def check(self, step: int, metrics: dict[str, float]) -> None:
+        spread = metrics["reward/zero_variance"] < 1.0 or bool(metrics.get("train/dynamic_kept_groups"))
+        self.streak = 0 if spread else self.streak + 1
+        if self.streak == self.steps:
+            self.logger.print(
+                f"warning: no reward spread in any group for {self.steps} steps (steps {step - self.steps + 1}-{step}, "
+                f"reward/mean {metrics['reward/mean']:.4g}): each group's completions all score the same, so every "
+                "advantage is 0 and nothing is learned. Check the reward function and the verifier on samples.jsonl, "
+                "that the answer format the prompt asks for is the one the verifier reads, and rollout.temperature "
+                "(too low: identical completions)")
 
 
 def failure_lines(rows: list[dict[str, Any]], limit: float) -> list[str]:

@@ -30,7 +30,7 @@ from grpo_train.data import PromptSampler, load_problems
 from grpo_train.distributed import all_reduce_max, init_distributed
 from grpo_train.learner import Learner, make_update_batch
 from grpo_train.memory import PhasePeaks
-from grpo_train.metrics import MetricsLogger
+from grpo_train.metrics import MetricsLogger, NoSpreadWarning
 from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.preemption import StepStart, StopSignals
@@ -119,6 +119,7 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
     tools = RolloutTools(engine, verifier, tokenizer, renderer, engine_ranks, cfg.rollout, cfg.reward,
                          max_prompt_tokens=cfg.model.max_model_len - cfg.rollout.max_tokens)
     failures = FailureReports(logger)  # each reward function's first failure printed, in training and in eval
+    no_spread = NoSpreadWarning(logger)  # a line when no group's rewards differ for steps in a row: nothing learned
     # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
     monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
     # rollout.max_staleness >= 1: the groups this rank's engine keeps in flight across steps (partial rollouts;
@@ -301,6 +302,7 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
             if server_times:
                 engine.take_times()  # the eval's requests: not the next step's
         logger.log(step, metrics)
+        no_spread.check(step, metrics)
 
         # --------------------------------------------------------------------------------------------
         # 10. Checkpoint: every checkpoint_every steps, at the end, and when the ranks agree to stop (a stop at the

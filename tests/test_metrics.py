@@ -7,7 +7,13 @@ import pytest
 from helpers.metrics_doc import undocumented_metrics
 
 from grpo_train.config import load_config
-from grpo_train.metrics import KNOWN_HARMLESS, MetricsLogger, configure_library_logs
+from grpo_train.metrics import (
+    KNOWN_HARMLESS,
+    NO_SPREAD_STEPS,
+    MetricsLogger,
+    NoSpreadWarning,
+    configure_library_logs,
+)
 
 
 def test_a_step_line_is_one_line_in_a_redirected_log(tmp_path, capfd):
@@ -31,6 +37,33 @@ def test_an_asynchronous_step_line_shows_the_staleness(tmp_path, capfd):
     (line,) = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
     assert line.split() == ["step", "7", "reward", "0.5", "len", "40", "stale", "0.625", "s/step", "3"], line
 
+
+
+def test_steps_without_any_reward_spread_are_named_once_after_five_in_a_row(tmp_path, capfd):
+    """Every group's G rewards equal (reward/zero_variance 1): advantages, loss and gradient 0. After NO_SPREAD_STEPS
+    such steps in a row, one line on what to check; a step with spread starts the count again."""
+    logger = MetricsLogger(load_config(None, [f"run.output_dir={tmp_path}"]), tmp_path, rank=0)
+    watch = NoSpreadWarning(logger)
+    flat = {"reward/mean": 0.0, "reward/zero_variance": 1.0, "train/loss": 0.0, "train/grad_norm": 0.0}
+    for step in range(1, 5):
+        watch.check(step, flat)
+    watch.check(5, {**flat, "reward/zero_variance": 0.75})  # one group in four had spread
+    for step in range(6, 10):
+        watch.check(step, flat)
+    assert NO_SPREAD_STEPS == 5 and capfd.readouterr().err == ""  # 4 steps, spread, 4 steps
+    watch.check(10, flat)
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith("warning: no reward spread in any group for 5 steps (steps 6-10, reward/mean 0): "), line
+    assert all(what in line for what in ("reward function", "verifier", "answer format", "rollout.temperature"))
+    for step in range(11, 30):
+        watch.check(step, flat)
+    assert capfd.readouterr().err == ""  # once per streak
+    # Dynamic sampling found mixed groups in its extra rounds: the update learns from them.
+    kept = NoSpreadWarning(logger, steps=1)
+    kept.check(1, {**flat, "train/dynamic_kept_groups": 2.0})
+    assert capfd.readouterr().err == ""
+    kept.check(2, {**flat, "train/dynamic_kept_groups": 0.0})
+    assert "no reward spread in any group for 1 steps" in capfd.readouterr().err
 
 
 def test_user_text_is_printed_as_written(tmp_path, capfd):

@@ -198,8 +198,8 @@ def judge_run(run_dir: Path, steps: int, estimate=None, engine_gib: float = 0.0)
     summary = f"{len(rows)} steps, {min(step_s, default=float('nan')):.1f} s/step (fastest)"
     if gaps:
         summary += f", sync gap {max(gaps):.4f}"
-    peaks = {k.split("/")[1][:-4]: max(r.get(k, 0.0) for r in rows) for k in rows[0] if k.startswith("memory/")} \
-        if rows else {}
+    gpu_keys = [k for k in rows[0] if k.startswith("memory/") and not k.startswith("memory/host_")] if rows else []
+    peaks = {k.split("/")[1][:-4]: max(r.get(k, 0.0) for r in rows) for k in gpu_keys}
     if peaks:
         out["peak_gib"] = peaks
         summary += ", peak GiB " + " ".join(f"{phase} {gib:.1f}" for phase, gib in peaks.items())

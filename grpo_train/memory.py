@@ -41,6 +41,7 @@ that many padded tokens, b * s = the budget, all of them counted as completion p
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,11 +327,12 @@ class PhasePeaks:
         peaks.start()            # at the top of a step
         ...; peaks.mark("rollout")
         ...; peaks.mark("update")
-        peaks.metrics()          # {"memory/rollout_gib": ..., "memory/update_gib": ...}; then empty again
+        peaks.metrics()          # {"memory/rollout_gib": ..., "memory/update_gib": ..., "memory/host_rss_gib": ...}
 
     Each mark reads the allocator's high-water mark since the previous mark and resets it, so a phase's figure is
     the most that was allocated at any moment inside it (the learner's state included). Memory vLLM's sleep mode
-    allocates in its own pool is not seen by the allocator's statistics. Nothing is recorded without CUDA.
+    allocates in its own pool is not seen by the allocator's statistics. No GPU figure without CUDA; the host's
+    (`host_usage`) on every device.
     """
 
     def __init__(self) -> None:
@@ -351,4 +353,23 @@ class PhasePeaks:
     def metrics(self) -> dict[str, float]:
         out = {f"memory/{phase}_gib": gib for phase, gib in self.peaks.items()}
         self.peaks = {}
-        return out
+        return out | host_usage()
+
+
+def host_usage() -> dict[str, float]:
+    """This process's host memory and open files now, and its child processes' memory (a colocated vLLM engine
+    core, the verifier's workers, rollout servers the run started): the figures a long run watches for leaks
+    (memory/host_* in docs/metrics.md). Empty where the platform does not tell (psutil's AccessDenied)."""
+    import psutil
+
+    try:
+        me = psutil.Process()
+        children = me.children(recursive=True)
+        out = {"memory/host_rss_gib": me.memory_info().rss / GIB, "memory/host_open_files": float(me.num_fds())}
+    except (psutil.Error, AttributeError):  # AttributeError: num_fds is POSIX only
+        return {}
+    rss = 0
+    for child in children:
+        with contextlib.suppress(psutil.Error):  # exited since the listing
+            rss += child.memory_info().rss
+    return out | {"memory/host_children_rss_gib": rss / GIB}

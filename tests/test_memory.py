@@ -16,10 +16,12 @@ from grpo_train.memory import (
     HEAD_CHUNK_ELEMENTS,
     KNOWN_MODELS,
     ModelDims,
+    PhasePeaks,
     activation_bytes,
     dims_from_config,
     estimate_for_config,
     estimate_memory,
+    host_usage,
     logprob_pass_bytes,
     lora_param_count,
     memory_report,
@@ -276,3 +278,34 @@ def test_report_rows_and_unknown_models():
     cfg.model.name_or_path = "nobody/unknown-model"
     assert "unknown" in memory_report(cfg)
     assert estimate_for_config(cfg, 1) is None
+
+
+def test_host_usage_sees_this_process_memory_its_open_files_and_its_children():
+    """The per-step host figures (memory/host_*) that a long run watches for leaks: 256 MiB written here shows in
+    this process's resident memory, files opened here in its open files, and a child process's memory in the
+    children's figure."""
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    import numpy as np
+
+    before = host_usage()
+    block = np.ones(2**25)  # 256 MiB, every page written
+    files = [tempfile.TemporaryFile() for _ in range(7)]  # noqa: SIM115 (closed below)
+    child = subprocess.Popen([sys.executable, "-c", "import sys, numpy; a = numpy.ones(2**24); sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while (during := host_usage())["memory/host_children_rss_gib"] < 0.12 and time.monotonic() < deadline:
+            time.sleep(0.1)  # until the child's 128 MiB are written
+    finally:
+        child.communicate(b"")
+        for f in files:
+            f.close()
+    assert during["memory/host_rss_gib"] - before["memory/host_rss_gib"] >= 0.24
+    assert during["memory/host_open_files"] - before["memory/host_open_files"] >= 7
+    assert during["memory/host_children_rss_gib"] >= 0.12 > before["memory/host_children_rss_gib"]
+    assert PhasePeaks().metrics().keys() >= before.keys()  # the step's memory metrics carry them on every device
+    del block

@@ -50,11 +50,13 @@ import shutil
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from grpo_train.config import Config, to_dict
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
@@ -135,6 +137,12 @@ def _reason(err: BaseException) -> str:
 # RNG state as JSON
 
 
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
 def rng_state() -> dict[str, Any]:
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
@@ -156,6 +164,40 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(torch.tensor(state["cuda"], dtype=torch.uint8))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The trainer's part of a checkpoint
+
+
+class Stateful(Protocol):
+    """What saves its state in a checkpoint: the prompt sampler, the U-statistic monitor, the rollout pool."""
+
+    def state_dict(self) -> dict: ...
+
+
+def trainer_state(step: int, sampler: Stateful, cfg: Config, monitor: Stateful | None = None,
+                  pool: Stateful | None = None) -> dict:
+    """The trainer's part of a checkpoint (the learner adds its own counters): the step, the data position, the
+    resolved config; with the monitor, its window and G, so a resumed run makes the same group_size auto choices;
+    with the rollout pool, every rank's groups in flight (collective), so a resumed run goes on with them."""
+    return checkpoint_state(step, sampler.state_dict(), cfg, monitor.state_dict() if monitor is not None else None,
+                            pool.state_dict() if pool is not None else None)
+
+
+def checkpoint_state(step: int, sampler: dict, cfg: Config, ustat: dict | None, pool: dict | None) -> dict:
+    """`trainer_state` from the parts' states (also those taken earlier: grpo_train/preemption.py's StepStart);
+    collective with a pool's state (this rank's)."""
+    return {"step": step, "sampler": sampler, "config": to_dict(cfg), **({"ustat": ustat} if ustat is not None else {}),
+            **({"pools": pool_states(pool)} if pool is not None else {})}
+
+
+def pool_states(state: dict) -> list[dict]:
+    """Every rank's pool state (`state`: this rank's), rank-major (a checkpoint keeps them all in trainer_state.json).
+    Collective."""
+    states = [None] * dist.get_world_size()
+    dist.all_gather_object(states, state)
+    return states
 
 
 # ----------------------------------------------------------------------------------------------------

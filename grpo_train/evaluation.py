@@ -1,7 +1,7 @@
 """Held-out evaluation: greedy accuracy, pass@k / mean@k, per-subject and per-level breakdowns.
 
-Used by the training loop (before, during and after training) and by `grpo-eval`, with the same prompt
-templates and verifier as training.
+Used by the training loop (before, during and after training: `evaluate`) and by `grpo-eval` (`evaluate_model`),
+with the same prompt templates and verifier as training.
 
 pass@k uses the unbiased estimator of Chen et al. (2021, "Evaluating Large Language Models Trained on
 Code", eq. 1): with n samples of which c are correct, pass@k = 1 - C(n - c, k) / C(n, k).
@@ -19,16 +19,13 @@ from typing import Any
 
 from grpo_train.config import Config, ConfigError, RewardConfig, load_config, source_kind
 from grpo_train.data import Problem
+from grpo_train.distributed import global_means
+from grpo_train.rewards.failures import FailureReports
 from grpo_train.rewards.functions import RewardFunction, reward_functions
-from grpo_train.rewards.pool import (
-    FunctionScore,
-    ScoredItem,
-    VerifierPool,
-    VerifyItem,
-    function_errors,
-    veto_counts,
-)
-from grpo_train.rollout import Rollout, SamplingSpec
+from grpo_train.rewards.scoring import verify
+from grpo_train.rewards.workers import FunctionScore, VerifierPool, function_errors, function_sums, veto_counts
+from grpo_train.rollout import SamplingSpec
+from grpo_train.rounds import RolloutTools
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -39,21 +36,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         return 1.0
     # 1 - prod_{i = n-c+1}^{n} (1 - k / i): the product form avoids huge binomials.
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
-
-
-def verify(pool: VerifierPool, tokenizer, rollouts: list[Rollout], problems: list[Problem],
-           reward: RewardConfig) -> tuple[list[str], list[ScoredItem]]:
-    """Decode each rollout and score it against the gold answer of `problems[rollout.prompt_index]`, and with the
-    pool's reward functions."""
-    texts = tokenizer.batch_decode([r.completion_token_ids for r in rollouts], skip_special_tokens=True)
-    records = {r.prompt_index: problems[r.prompt_index].record() for r in rollouts}
-    items = []
-    for text, r in zip(texts, rollouts, strict=True):
-        problem = problems[r.prompt_index]
-        items.append(VerifyItem(text, problem.gold, problem.dataset, problem.question, records[r.prompt_index],
-                                len(r.completion_token_ids), r.truncated))
-    scores = pool.score_batch(items, accuracy_weight=reward.accuracy_weight)
-    return texts, scores
 
 
 @dataclass
@@ -91,6 +73,32 @@ def run_eval(engine, tokenizer, renderer, pool: VerifierPool, problems: list[Pro
                      greedy_answer=s.answer, truncated=r.truncated, completion_tokens=len(r.completion_token_ids),
                      samples_correct=sampled[i], functions=s.functions, greedy_rule=s.rule)
             for i, (p, r, text, s) in enumerate(zip(problems, greedy, texts, scores, strict=True))]
+
+
+def evaluate(tools: RolloutTools, problems: list[Problem], cfg: Config,
+             failures: FailureReports) -> dict[str, float]:
+    """The training run's held-out eval (before, during and after training): greedy accuracy on the held-out problems
+    (none with data.kind none: no verifier scores them), each engine decoding its part and each rank scoring its own
+    share, and the reward functions' means, over all ranks; prints each function's first failure."""
+    ranks = tools.engine_ranks
+    items = ranks.share(run_eval(tools.engine, tools.tokenizer, tools.renderer, tools.verifier,
+                                 ranks.prompts(problems), RewardConfig(), cfg.rollout.max_tokens))
+    sums = {
+        **function_sums([i.functions for i in items], tools.verifier.functions, "eval/fn/"),
+        "eval/truncated": (sum(i.truncated for i in items), len(items)),
+        "eval/completion_len": (sum(i.completion_tokens for i in items), len(items)),
+    }
+    if cfg.data.kind != "none":  # the verifier's judgement; with kind none only the reward functions score
+        sums["eval/accuracy"] = (sum(i.greedy_correct for i in items), len(items))
+        sums["eval/no_answer"] = (sum(i.greedy_status == "no_answer" for i in items), len(items))
+        # Breakdowns (synthetic category, MATH level): the keys come from the whole set so every rank has them all.
+        for key in ("category", "level"):
+            for value in sorted({str(p.meta[key]) for p in problems if key in p.meta}):
+                mine = [i.greedy_correct for i in items if str(i.problem.meta.get(key)) == value]
+                sums[f"eval/{key}/{value}"] = (sum(mine), len(mine))
+    metrics = global_means(sums)
+    failures.report(function_errors([i.functions for i in items], tools.verifier.functions), "eval/fn/")
+    return metrics
 
 
 def summarise(items: list[EvalItem], k: int = 1, functions: Sequence[RewardFunction] = ()) -> dict[str, Any]:

@@ -42,9 +42,9 @@ from grpo_train.forward import (
     row_capacity,
     token_logprobs,
 )
+from grpo_train.hf_weights import PolicyWeights
 from grpo_train.update_batch import UpdateBatch, behaviour_by_staleness, make_update_batch  # noqa: F401 (re-exported)
 from grpo_train.ustat.sketch import ScoreSketch
-from grpo_train.weights import PolicyWeights
 
 
 def fused_adam_problem() -> str | None:

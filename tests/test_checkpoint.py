@@ -23,11 +23,10 @@ from grpo_train.cli import train_main
 from grpo_train.config import load_config
 from grpo_train.data import PromptSampler, load_problems
 from grpo_train.distributed import init_distributed
+from grpo_train.hf_weights import hf_weights
 from grpo_train.learner import Learner, make_update_batch
 from grpo_train.models import resolve_model
 from grpo_train.rollout import SamplingSpec
-from grpo_train.step import trainer_state
-from grpo_train.weights import hf_weights
 
 CKPT = checkpoint.CHECKPOINTS
 
@@ -113,7 +112,7 @@ def test_trainer_state_keeps_sampler_position_and_skip_counter(tmp_path, learner
     skipped_before = learner.skipped_nonfinite
     assert learner.update(bad)["skipped_step"] == 1.0  # counted, not applied
     assert all(torch.isfinite(v).all() for v in weights(learner).values())  # no NaN reached the weights
-    ckpt = learner.save_checkpoint(tmp_path, 5, trainer_state(5, sampler, cfg), keep_last=3)
+    ckpt = learner.save_checkpoint(tmp_path, 5, checkpoint.trainer_state(5, sampler, cfg), keep_last=3)
     assert (ckpt / "hf_model" / "model.safetensors").is_file()
     draws = rng_draws()  # what the RNGs give after the save; loading the checkpoint brings them back there
 

@@ -67,7 +67,7 @@ def test_summary_names_the_rules_that_refused():
 
 def test_summary_of_reward_functions():
     from grpo_train.rewards import RewardFunction
-    from grpo_train.rewards.pool import FunctionScore
+    from grpo_train.rewards.workers import FunctionScore
 
     functions = [RewardFunction("fmt", "grpo_train.rewards:boxed_format", 0.5, {}),
                  RewardFunction("mine", "my.py:f", 1.0, {})]

@@ -16,16 +16,16 @@ LAYERS = {
     "verifier.boxes": 1, "verifier.form": 1, "verifier.units": 1, "verifier.compare": 1, "verifier.rules": 1,
     "verifier.commit": 1, "verifier.spelling": 1,
     "rewards": 1, "rewards.functions": 1,
-    "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "distributed": 1, "checkpoint": 1, "weights": 1,
+    "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "distributed": 1, "checkpoint": 1, "hf_weights": 1,
     "micro_batches": 1,
-    # 2: rollout and learner, and what runs beside them (the reward pool, eval, the monitor)
-    "rollout": 2, "rollout.records": 2, "rollout.engines": 2, "rollout.pool": 2,
-    "rollout.settings": 2, "rollout.servers": 2, "rollout.server_launch": 2, "rollout.server_pool": 2,
-    "rollout.transfer": 2,
-    "forward": 2, "update_batch": 2, "learner": 2, "rewards.pool": 2, "evaluation": 2,
-    "dynamic_sampling": 2, "ustat.sketch": 2, "ustat.monitor": 2,
+    # 2: rollout and learner, and what runs beside them (the reward workers, rounds, eval, the metrics row, the monitor)
+    "rollout": 2, "rollout.records": 2, "rollout.engines": 2, "rollout.async_pool": 2,
+    "rollout.vllm_args": 2, "rollout.servers": 2, "rollout.server_launch": 2, "rollout.server_pool": 2,
+    "rollout.transfer": 2, "rollout.weight_sync": 2,
+    "forward": 2, "update_batch": 2, "learner": 2, "rewards.workers": 2, "rewards.scoring": 2, "rewards.failures": 2,
+    "evaluation": 2, "dynamic_sampling": 2, "rounds": 2, "metrics_row": 2, "ustat.sketch": 2, "ustat.monitor": 2,
     # 3: the trainer and the programs built on the layers below
-    "trainer": 3, "step": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,
+    "trainer": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,
     # 4: the command line
     "cli": 4, "__main__": 4, "": 4,  # "" is the package's __init__
 }

@@ -21,8 +21,8 @@ from grpo_train.rewards import (
     reward_functions,
     think_format,
 )
-from grpo_train.rewards.pool import VerifierPool, VerifyItem, function_errors, function_sums
 from grpo_train.rewards.user_code import UserCodeError, load_function, raised_at
+from grpo_train.rewards.workers import VerifierPool, VerifyItem, function_errors, function_sums
 from grpo_train.verifier import judge
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from grpo_train.config import load_config
 from grpo_train.data import Problem
+from grpo_train.hf_weights import hf_weights
 from grpo_train.models import resolve_model
 from grpo_train.rollout import (
     HFEngine,
@@ -25,7 +26,6 @@ from grpo_train.rollout import (
     make_engine,
     rollout_seed,
 )
-from grpo_train.weights import hf_weights
 
 EOS = 2  # <|im_end|> in the SmolLM2 tokenizer that tiny-qwen2 uses
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880], [1, 30, 31, 32]]

@@ -1,4 +1,4 @@
-"""The rollout pool of rollout.max_staleness k >= 1 (grpo_train/rollout/pool.py), over a model-free engine whose
+"""The rollout pool of rollout.max_staleness k >= 1 (grpo_train/rollout/async_pool.py), over a model-free engine whose
 completions have random lengths: the staleness bound, whole groups per step, resumed prefixes with their versions,
 and a resume from the pool's state. The real vLLM engine under the pool: tests/test_rollout.py."""
 

@@ -23,8 +23,8 @@ from helpers.runs import REPO, TINY, rows, run_env, train_rows
 
 from grpo_train.config import ConfigError, load_config
 from grpo_train.distributed import free_port
+from grpo_train.hf_weights import PolicyWeights
 from grpo_train.models import resolve_model
-from grpo_train.weights import PolicyWeights
 
 STEPS = 4
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from grpo_train.hf_weights import hf_weights
 from grpo_train.models import resolve_model
 from grpo_train.rollout import SamplingSpec, VLLMEngine
-from grpo_train.weights import hf_weights
 
 pytestmark = pytest.mark.slow  # ~1 min on a quiet 2-core machine: a 30-layer engine and HF forwards
 

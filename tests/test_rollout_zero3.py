@@ -1,8 +1,8 @@
 """ZeRO-3 weight sync under `torchrun --nproc_per_node 2` (gloo, CPU): runs tests/drivers/dist_zero3_sync.py.
 
 Each rank trains tiny-qwen2 under ZeRO-3 with every parameter partitioned, runs its own colocated vLLM
-engine (external_launcher), and pushes `hf_weights(engine.module)` (grpo_train/weights.py) into it; then the same for a
-LoRA model under ZeRO-3.
+engine (external_launcher), and pushes `hf_weights(engine.module)` (grpo_train/hf_weights.py) into it; then the same
+for a LoRA model under ZeRO-3.
 """
 
 import json

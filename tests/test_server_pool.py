@@ -15,11 +15,11 @@ from helpers.runs import TINY
 
 from grpo_train.config import load_config
 from grpo_train.data import Problem
+from grpo_train.hf_weights import PolicyWeights
 from grpo_train.models import resolve_model
 from grpo_train.rollout import SamplingSpec
 from grpo_train.rollout.server_pool import ServerPool, choice_versions
 from grpo_train.rollout.servers import Sent
-from grpo_train.weights import PolicyWeights
 
 PROMPT = list(range(100, 140))
 MAX_TOKENS = 400  # the tiny random model never stops early: every completion is this long

@@ -146,7 +146,7 @@ def test_a_reward_function_failing_on_more_than_the_limit_stops_the_run():
     """Issue 45, item 4: above reward.max_failure_fraction in a step, one line with the function, the fraction and
     its first failure (a ConfigError: the cli prints it without a traceback and exits 2); at or below it, nothing."""
     from grpo_train.config import ConfigError
-    from grpo_train.step import check_failures
+    from grpo_train.rewards.failures import check_failures
 
     first = {"flaky": "error: RuntimeError: call 2 fails", "slow": "timeout: still running at 4 s"}
     check_failures({"flaky": 0.5, "slow": 0.0}, first, 0.5, step=3)  # "more than": exactly the limit goes on

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from grpo_train.rewards import FORMAT_SPEC, RewardFunction
-from grpo_train.rewards.pool import (
+from grpo_train.rewards.workers import (
     FunctionScore,
     ScoredItem,
     VerifierPool,

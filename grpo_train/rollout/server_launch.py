@@ -25,7 +25,7 @@ import requests
 
 from grpo_train.config import Config, ConfigError
 from grpo_train.distributed import free_port
-from grpo_train.rollout.settings import llm_args
+from grpo_train.rollout.vllm_args import llm_args
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 SERVER_GPU_MEMORY_UTILIZATION = 0.9  # a server has its devices to itself (the colocated engine's is a config key)

@@ -5,9 +5,9 @@ rollout.max_staleness k >= 1. The servers go on generating while the learner upd
     pool.admit(problems, prompt_ids, step, seed)    # as RolloutPool: deadline slots of steps s .. s + k
     due, phase = pool.run(step)                     # wait until the groups due at s are complete
 
-The admission, the deadlines, the bound and the checkpointed state are RolloutPool's (rollout/pool.py); what differs
-is how the completions are generated. Each unfinished completion is one request to a server (token route, n = 1, the
-seed RolloutPool gives it) that stays in flight until it finishes, whatever the steps in between:
+The admission, the deadlines, the bound and the checkpointed state are RolloutPool's (rollout/async_pool.py); what
+differs is how the completions are generated. Each unfinished completion is one request to a server (token route,
+n = 1, the seed RolloutPool gives it) that stays in flight until it finishes, whatever the steps in between:
 
 - `run(step)` sends the completions not yet in flight (new groups; after a resume, the groups of the checkpoint) and
   waits for those of the groups due at `step`; the others keep going, through the learner's update;
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 
-from grpo_train.rollout.pool import Completion, Phase, PoolGroup, RolloutPool
+from grpo_train.rollout.async_pool import Completion, Phase, PoolGroup, RolloutPool
 from grpo_train.rollout.records import SamplingSpec
 from grpo_train.rollout.servers import Sent, ServerEngine, choice_logprobs
 

@@ -77,7 +77,7 @@ from grpo_train.rollout.server_launch import (
     stop_servers,
     wait_ready,
 )
-from grpo_train.rollout.settings import sampling_fields
+from grpo_train.rollout.vllm_args import sampling_fields
 
 MAX_ATTEMPTS = 3  # a request sent again after its server was lost: at most this many times
 MAX_REQUESTS_IN_FLIGHT = 4096  # per learner rank: one thread each (a rollout pool's (k + 1) x B x G completions)
@@ -371,9 +371,9 @@ class ServerEngine:
         return times
 
     def load_weights(self, named_tensors) -> None:
-        """Push the learner's weights (grpo_train.weights.PolicyWeights: re-iterable, with `metadata()` and `version`)
-        into every server through vLLM's weight transfer (rollout/transfer.py); the servers keep running. Every rank
-        calls it: rank 0 sends, the others take their part in each ZeRO-3 gather.
+        """Push the learner's weights (grpo_train.hf_weights.PolicyWeights: re-iterable, with `metadata()` and
+        `version`) into every server through vLLM's weight transfer (rollout/transfer.py); the servers keep running.
+        Every rank calls it: rank 0 sends, the others take their part in each ZeRO-3 gather.
 
         Around the transfer rank 0 pauses each server with vLLM's `/pause?mode=keep` and resumes it after: requests
         in flight (a rollout pool's, any rank's) are frozen, not lost; the pause empties the server's caches, so a
@@ -383,7 +383,7 @@ class ServerEngine:
         from grpo_train.rollout.transfer import LearnerSource
 
         if not hasattr(named_tensors, "metadata"):
-            raise TypeError("ServerEngine.load_weights takes the learner's PolicyWeights (grpo_train/weights.py): "
+            raise TypeError("ServerEngine.load_weights takes the learner's PolicyWeights (grpo_train/hf_weights.py): "
                             "the transfer declares names, dtypes and shapes before the tensors")
         self.weights = LearnerSource(named_tensors, self.dtype)
         self.weight_bytes = sum(m.dtype.itemsize * math.prod(m.shape) for m in self.weights.metadata())  # per server

@@ -185,7 +185,7 @@ def transfer_backend() -> str:
 
 
 class LearnerSource(WeightSource):
-    """The learner's weights (grpo_train.weights.PolicyWeights: re-iterable, with `metadata()`) as vLLM's
+    """The learner's weights (grpo_train.hf_weights.PolicyWeights: re-iterable, with `metadata()`) as vLLM's
     `WeightSource`, floating-point tensors cast to the server's dtype (the bytes sent are the bytes it keeps)."""
 
     def __init__(self, weights, dtype: torch.dtype) -> None:

@@ -52,14 +52,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from grpo_train.algorithms import token_logprobs_from_logits
 from grpo_train.config import Config, ConfigError, load_config
 from grpo_train.data import PromptSampler, load_problems
-from grpo_train.evaluation import verify
+from grpo_train.logprob_kernels import token_logprobs_from_logits
 from grpo_train.models import resolve_model
 from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.functions import reward_functions
-from grpo_train.rewards.pool import VerifierPool
+from grpo_train.rewards.scoring import verify
+from grpo_train.rewards.workers import VerifierPool
 from grpo_train.rollout import Rollout, SamplingSpec, make_engine, rollout_seed
 from grpo_train.ustat.estimators import VarianceComponents, best_group_size, estimate_variance_components
 from grpo_train.ustat.sketch import sketch_factors, sketch_products

@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout without installing
 from grpo_train.config import auto_precision  # noqa: E402
+from grpo_train.hf_weights import hf_weights  # noqa: E402
 from grpo_train.models import SMOLLM2, resolve_model  # noqa: E402
 from grpo_train.rollout import HFEngine, SamplingSpec, VLLMEngine, rollout_seed  # noqa: E402
-from grpo_train.weights import hf_weights  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "bench" / "rollout.json"
 

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the adversarial suite, tests/cases/
 from cases.verifier_attacks import CASES as ATTACKS  # noqa: E402
 
-from grpo_train.rewards.pool import VerifierPool, VerifyItem, status_counts  # noqa: E402
+from grpo_train.rewards.workers import VerifierPool, VerifyItem, status_counts  # noqa: E402
 from grpo_train.verifier import judge_with_timeout, warm_up  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

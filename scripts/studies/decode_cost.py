@@ -5,8 +5,8 @@ partial rollouts (rollout.max_staleness k >= 1) can save on this machine.
     .venv/bin/python scripts/studies/decode_cost.py --batches 8 64 --max-tokens 32
     .venv/bin/python scripts/studies/decode_cost.py --model tiny-qwen2 --dtype float32 --out bench/decode-cost-tiny.json
 
-The colocated pool (grpo_train/rollout/pool.py) does not make tokens cheaper: it makes a step's generation end when
-the groups due are complete, and fills the engine's batch with the groups due later while their stragglers finish.
+The colocated pool (grpo_train/rollout/async_pool.py) does not make tokens cheaper: it makes a step's generation end
+when the groups due are complete, and fills the engine's batch with the groups due later while their stragglers finish.
 What it saves is engine steps, each costing about a + c * live (live: the sequences decoded in that step). Where a
 dominates (a GPU decoding a few hundred sequences of a small model, weight reads and launch overheads), fewer engine
 steps is nearly proportionally less time; where c * live dominates (a CPU doing the matmuls of every sequence),

@@ -16,9 +16,9 @@ import torch
 import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
+from grpo_train.hf_weights import hf_weights
 from grpo_train.models import resolve_model
 from grpo_train.rollout import EngineRanks, SamplingSpec, VLLMEngine, rollout_seed
-from grpo_train.weights import hf_weights
 
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880], [1, 504, 3458, 28, 33, 1392],
            [1, 2683, 6469, 198]]

@@ -16,9 +16,9 @@ import torch
 import torch.distributed as dist
 from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
 
+from grpo_train.hf_weights import PolicyWeights, hf_weights
 from grpo_train.models import resolve_model
 from grpo_train.rollout import SamplingSpec, VLLMEngine
-from grpo_train.weights import PolicyWeights, hf_weights
 
 PROMPTS = [[1, 9690, 198, 2683, 28, 216], [1, 4093, 314, 253, 2880]]
 

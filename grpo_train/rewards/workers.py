@@ -328,7 +328,7 @@ class VerifierPool:
                 # (grpo_train/preemption.py).
                 "import signal; [signal.signal(s, signal.SIG_IGN) for s in "
                 "(signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)]; "
-                f"from grpo_train.rewards.pool import _serve; _serve({child_end.fileno()}, {progress.fd})",
+                f"from grpo_train.rewards.workers import _serve; _serve({child_end.fileno()}, {progress.fd})",
             ],
             pass_fds=[child_end.fileno(), progress.fd],
             stdin=subprocess.DEVNULL,

@@ -101,6 +101,33 @@ STYLES = [
     ("$\\boxed{\\text{(C) Plane or (D) Sphere}}$", "\\text{(C)}", "math", SHAPES, False, "two options"),
     ("$\\boxed{\\textbf{(B)}\\ 3(1 + r)^x = 7}$", "\\text{(B)}", "math", GROWTH, False, "option A's equation"),
     ("$\\boxed{(C)\\ 5}$", "\\text{(C)}", "math", SHAPES, False, "a value that is no option's"),
+    # #59: an "Answer:" heading over lines of working that start with values; the working's chains are not statements.
+    ("**Answer:**\n\nDay 1: 70 * 0.3 = 21 eggs\nDay 2: 21 - 3 = 18 eggs\n\n#### 18", "18", "gsm8k", EGGS, True,
+     "a heading over labelled lines of working"),
+    ("**Answer:**\n\n16 - 3 - 4 = 9 eggs\n9 * 2 = 18 dollars\n\n#### 18", "18", "gsm8k", EGGS, True,
+     "a heading over chains"),
+    ("Answer:\n3 + 4 = 7\n#### 5", "5", "gsm8k", APPLES, False, "one chain under the marker states 7"),
+    ("Answer:\n7\nTom has 3 + 2 = 5 apples.\n#### 5", "5", "gsm8k", APPLES, False, "a value under the marker"),
+    # A recap's chain read whole from its bracket or its bare decimal point; a chain of grouped thousands is one value.
+    ("$\\boxed{58}$\n\nIf we redo the last step, the result would be (60+72+42)/3 = 58.", "58", "gsm8k", EGGS, True,
+     "a recap opening with a bracket"),
+    ("$\\boxed{58}$\n\nIf we redo the last step, the result would be (60+72+42)/2 = 58.", "58", "gsm8k", EGGS, False,
+     "a false recap opening with a bracket"),
+    ("$\\boxed{90}$\n\nIf we redo the last step, the result would be .9*100 = 90.", "90", "gsm8k", EGGS, True,
+     "a recap opening with a bare decimal point"),
+    ("$\\boxed{90}$\n\nIf we redo the last step, the result would be .8*100 = 80.", "90", "gsm8k", EGGS, False,
+     "a recap giving another value"),
+    ("So the answer is 34,500-33,000 = $1,500.", "1500", "gsm8k", WAGES, True, "a chain of grouped thousands"),
+    ("So the answer is 80*$20000 = $1,600,000.", "1600000", "gsm8k", WAGES, True, "grouped and ungrouped"),
+    ("So the answer is 34,500-33,000 = $1,400.", "1400", "gsm8k", WAGES, False, "a false chain of thousands"),
+    ("So the answer is 34,500-33,000 = $1,500.", "34500", "gsm8k", WAGES, False, "an operand of the chain"),
+    # Statements agree when one is an equation of the asked expression ending on the other's value.
+    ("Therefore our answer is $a+b=-1$.\n\nThe answer is $-1$.", "-1", "math", "Find $a+b$.", True,
+     "an equation of letters, then its value"),
+    ("Therefore our answer is $a+b=-2$.\n\nThe answer is $-1$.", "-1", "math", "Find $a+b$.", False,
+     "an equation of letters giving another value"),
+    ("So the answer is $\\sqrt{4} = 7$.\n\nThe answer is $7$.", "7", "math", "Find $a+b$.", False,
+     "a false chain of numbers is not an equation of letters"),
 ]
 
 
@@ -160,7 +187,8 @@ def test_asked_words_name_the_question_up_to_its_data():
     assert asked_words(SALARY) == {"salary"}
     assert asked_words("A rectangle has length 8 and width 4. What is the area of the rectangle with width 4?") == {
         "area", "rectangle"}  # fmt: skip
-    assert asked_words("How much does she make every day?") == {"make", "day"}
+    assert asked_words("How much does she make every day?") == {"make", "day", "$"}  # money: a currency sign names it
+    assert asked_words("How many eggs does she sell daily?") == {"egg", "sell", "day"}
     assert asked_words("Tom has 3 apples.") == frozenset() and asked_words(None) == frozenset()
 
 
@@ -171,6 +199,8 @@ def test_closing_statement_reads_the_last_clause_and_true_chains_only():
     assert closing_statement("Her salary is $57,500", SALARY) is None  # cut off
     assert closing_statement("Her salary is $57,500.", None) is None  # the asked quantity is not known
     assert closing_statement("*57,500*", None) == "57,500"  # a response that is only a value needs no problem
+    assert closing_statement("It comes to 12 daily.", "How many pages does Ann finish every day?") == "12 daily"
+    assert closing_statement("It comes to 12 in all.", "How many pages does Ann finish every day?") is None
 
 
 def test_reasoning_blocks_are_read_after_their_close():

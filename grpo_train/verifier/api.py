@@ -56,23 +56,29 @@ colour (red, blue, ...: verifier/text.py's list), a mix of them with at least 20
      final answer", "Before giving the final answer, let me check: ...") it states only a value on its own line
      ("To get the final answer: 7").
   3. "The answer is X" / "Answer: X" (the last one). A marker that ends its line over a sentence of working,
-     with a "####" line or a box after it, is a heading and states nothing ("**Answer:**\n\nJanet sells ...").
+     with a "####" line or a box after it, is a heading and states nothing ("**Answer:**\n\nJanet sells ..."), and
+     so is one over two or more lines of working with a chain among them ("**Answer:**\n\nDay 1: 70 * 0.3 = 21\nDay
+     2: ...\n#### 34"; not over a lone value or a single chain: "Answer:\n7\n...", "Answer:\n3 + 4 = 7\n#### 5").
   4. GSM8K's "#### N".
      For 2-4, earlier statements of the same kind must agree with the last unless a revision comes between
      ("Actually, ... the answer is 9"), and a later sentence retracting the answer for another value with a
      hedge ("Wait, no, it might be 4.") leaves no answer, as for boxes. Statements agree by the value they give:
      a true chain its result, a named value its value, a sentence its one number ("So the answer is 9 * 2 = 18."
-     then "The answer is: 18"; "The answer is 3 + 2 = 5.\n#### 5"); "7 = 5" gives no value and agrees with none.
+     then "The answer is: 18"; "The answer is 3 + 2 = 5.\n#### 5"; an equation whose left sides hold a variable, its
+     right side: "our answer is $a+b=-1$" then "The answer is $-1$"); "7 = 5" gives no value and agrees with none, nor
+     does "\\sqrt{4} = 7". A chain of grouped thousands is one value, not a list ("34,500-33,000 = $1,500").
      In a statement, "$" before a digit whose would-be math span closes right before a digit is a price
      ("$400 + $60 = $460").
   5. MATH: a response that is just an answer ("$\\frac{1}{3}$"; not one with a hedging word: "Perhaps\n$x = 5$"), or
      whose last sentence concludes ("Therefore, there are 12 sequences."), or whose last line is an equation of
      the variable the question asks for ("Solve for $x$" ... "$x = 5$"; not after a line that hedges or negates,
-     not two values: "x = 5 or x = 7", "x = \\pm 5"). GSM8K: a response that is just a value ("**18**"), or whose
-     complete last sentence names the asked quantity and gives one value in its last clause, true chains read as
-     their results ("She gets $7,500 more, so her salary is 50000 + 7500 = $57,500."); a sentence with a hedge,
-     a negation, a retraction, a bound or two values in that clause, or a false chain ("50000 + 5000 = $57,500")
-     gives none. A response cut off mid-sentence concludes nothing.
+     not two values: "x = 5 or x = 7", "x = \\pm 5"; "Solve for x" names x without math, "Find a number" names no
+     a). GSM8K: a response that is just a value ("**18**") or a true chain ("9 * 2 = 18"), or whose complete last
+     sentence names the asked quantity (a question word; "daily" for "day"; a currency sign on the value for a
+     question about money: "How much ...", "dollars", "cost", ...) and gives one value in its last clause, true
+     chains read as their results ("She gets $7,500 more, so her salary is 50000 + 7500 = $57,500."); a sentence
+     with a hedge, a negation, a retraction, a bound or two values in that clause, or a false chain ("50000 + 5000 =
+     $57,500") gives none. A response cut off mid-sentence concludes nothing.
      A statement's equation stays whole ("The answer is 7 = 5.", "So 2 + 2 = 5."): its last right side alone
      would hide a false left side; the comparison judges it.
 A chat token ("<|im_end|>", "</s>") ends the response. A response that opens a reasoning block ("<think>"; or whose
@@ -103,7 +109,8 @@ condition (another reading of the question: "If the question meant weekly, it wo
 answer would be 7.", "7 would be correct if ...") gives no answer (C2); a later check of the work ("Wait, let me check:
 12 - 3 = 9.", "If we check: 3 + 2 = 5.") and a counterfactual the response denies ("... he would have 6, which is
 not what the question says") do not; a chain in such a sentence offers its result, not its operands ("If there are
-5 students to each teacher, 180 students would need 180/5 = 36 teachers." after \\boxed{36}), and a minus sign
+5 students to each teacher, 180 students would need 180/5 = 36 teachers." after \\boxed{36}; read from its opening
+bracket or bare decimal point: "(60+72+42)/3 = 58", ".9*100 = 90"), and a minus sign
 after a label is the value's sign ("So the answer is -50." after \\boxed{-50}; "Alt answer -7" offers -7). A
 condition right after a box belongs to it only in the box's sentence ("\\boxed{5} unless Tom ate 2"); a new
 paragraph starting "If" is a later sentence.

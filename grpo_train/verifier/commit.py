@@ -40,8 +40,17 @@ _DATA_CLAUSE = re.compile(r"\b(?:with|if|when|given|after|before|that|which|who|
 _WORD = re.compile(r"[A-Za-z]+")
 
 
+_PER_PERIOD = {"daily": "day", "hourly": "hour", "weekly": "week", "monthly": "month", "yearly": "year",
+               "annually": "year", "annual": "year", "nightly": "night"}
+# A question about money ("How much ...", "... in dollars") is named by a currency sign on the value ("$18").
+_MONEY = re.compile(r"\bhow\s+much\b|\b(?:dollars?|money|cost\w*|price\w*|pa(?:y|id)\w*|spen[dt]\w*|earn\w*|profit"
+                    r"|worth|charge\w*|sav(?:e|es|ed|ings?)|budget|cents?)\b", re.IGNORECASE)  # fmt: skip
+_CURRENCY = re.compile(r"[$€£¥₹]")
+
+
 def _stem(word: str) -> str:
     word = word.lower()
+    word = _PER_PERIOD.get(word, word)
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
@@ -57,10 +66,13 @@ def asked_words(problem: str | None) -> frozenset[str]:
     phrase = question[start.end() :]
     data = _DATA_CLAUSE.search(phrase)
     phrase = phrase[: data.start()] if data is not None else phrase
-    return frozenset(_stem(w) for w in _WORD.findall(phrase) if w.lower() not in _STOPWORDS and len(w) > 2)
+    words = {_stem(w) for w in _WORD.findall(phrase) if w.lower() not in _STOPWORDS and len(w) > 2}
+    return frozenset(words | ({"$"} if _MONEY.search(question) else set()))
 
 
 def _names_asked(text: str, asked: frozenset[str]) -> bool:
+    if "$" in asked and _CURRENCY.search(text):
+        return True  # "The total is $18." for "How much does she make?"
     return any(_stem(w) in asked for w in _WORD.findall(MATH_SPAN.sub(" ", text)))
 
 
@@ -91,6 +103,8 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     bare = _EMPHASIS.sub("", text)
     if len(bare) <= 40 and _BARE.match(bare):
         return bare.strip(" $.")
+    if len(bare) <= 80 and "\n" not in bare and (result := _results(bare.rstrip(". "))) and _BARE.match(result):
+        return result.strip(" $.")  # a response that is only a true chain: "3 + 2 = 5"
     asked = asked_words(problem)
     if not asked or not bare.rstrip().endswith((".", "!")):
         return None  # cut off mid-sentence, or nothing names the asked quantity
@@ -140,7 +154,12 @@ def asked_variables(problem: str | None) -> frozenset[str]:
     if not re.search(r"\b(?:find|solve|what|compute|determine|value)\b", question, re.IGNORECASE):
         return frozenset()
     names = (_ASKED_NAME.match(math_content(span)) for span in MATH_SPAN.finditer(question))
-    return frozenset(name.group(1) for name in names if name is not None)
+    bare = _BARE_ASKED.findall(MATH_SPAN.sub(" ", question))  # "Solve for x: ...", "find the value of y"
+    return frozenset([name.group(1) for name in names if name is not None] + bare)
+
+
+# A variable named without math: "Solve for x: ...", "find the value of y" (not the article: "Find a number ...").
+_BARE_ASKED = re.compile(r"\b(?:solve\s+for|find|value\s+of|what\s+is)\s+(?![aAI]\b)([a-zA-Z])(?![\w'])", re.I)
 
 
 def asked_equation(text: str, problem: str | None) -> str | None:

@@ -231,6 +231,8 @@ def _items(latex: str, other: str) -> tuple[str, ...]:
     a decimal comma "0,111" against a decimal, a sentence)."""
     if as_number(clean(latex)) is not None or (decimal_comma(clean(latex)) and as_number(clean(other))):
         return (latex,)
+    if "," in latex and _GROUPED_CHAIN.fullmatch(latex):
+        return (latex,)  # "34,500-33,000 = $1,500": thousands groups in a chain, not a list
     if len(EQUALS.findall(latex)) > 1:  # "x = 5 \quad x = 7": assignments side by side
         latex = re.sub(r"\\q?quad(?![a-zA-Z])", ", ", latex)
     s = re.sub(r"^\\\{(.*)\\\}$", r"\1", strip_wrappers(latex))
@@ -252,6 +254,10 @@ def _items(latex: str, other: str) -> tuple[str, ...]:
     items = [part for item in items for part in _plus_minus(item)]
     items = list({canonical(item): item for item in items}.values())
     return (latex,) if len(items) == 1 else tuple(items)
+
+
+_GROUPED = r"\s*(?:\\?\$)?\s*(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*"
+_GROUPED_CHAIN = re.compile(rf"{_GROUPED}(?:(?:[-+*/×=]|\\times|\\cdot){_GROUPED})+")
 
 
 def _plus_minus(item: str) -> list[str]:

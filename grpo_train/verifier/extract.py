@@ -36,6 +36,7 @@ from grpo_train.verifier.text import (
 )
 
 CLOSING_CHARS = 2000  # how much of an unmarked response's end we read for its closing sentence
+HEADING_CHARS = 2000  # how much of the working under an "Answer:" heading is read to tell it from a statement
 MAX_STATEMENTS = 50  # statements of the answer compared with each other (each costs a few microseconds)
 _JOINED_VALUE = re.compile(
     r"\s*(?:[A-Za-z]+\s+){0,3}(?:or\b|\\text\s*\{\s*or|and\b|/|,|;|\|)\s*(?=\$|\\\(|[-+]?\.?\d)|\s*(?:or\b|\\text\s*\{\s*or)"
@@ -179,7 +180,18 @@ def _last_statement(text: str, marker: re.Pattern[str]) -> tuple[str, str | None
 def _same_statement(first: str, second: str) -> bool:
     """Two statements of the answer agree: the same text or number, or the same value given ("So the answer is
     9 * 2 = 18." then "The answer is: 18")."""
-    return same_answer(first, second) or same_answer(stated_value(first), stated_value(second))
+    if same_answer(first, second) or same_answer(stated_value(first), stated_value(second)):
+        return True
+    return _named_equation_value(first) == second.strip() or _named_equation_value(second) == first.strip()
+
+
+def _named_equation_value(statement: str) -> str | None:
+    """The right side of "a+b=-1" when every left side holds a variable (a side of numbers could be a false chain: "7 =
+    5" and "\\sqrt{4} = 7" give none): "Therefore our answer is $a+b=-1$." agrees with "The answer is $-1$."."""
+    *lefts, last = EQUALS.split(statement) if EQUALS.search(statement) else [""]
+    if not lefts or not all(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", left)) for left in lefts):
+        return None
+    return last.strip()
 
 
 def _retracted_after(text: str, pos: int, answer: str) -> bool:
@@ -412,11 +424,22 @@ def _heading(text: str, marker: re.Match[str], answer_after: int) -> bool:
     """An answer marker that heads the working rather than stating a value ("**Answer:**\n\nJanet sells 16 - 3 - 4 =
     9 eggs ...\n#### 18"): it ends its line, the next line is a sentence (four words or more) that does not start
     with a value, and a "####" line or a box later gives the answer (`answer_after`: where the last one starts)."""
-    if "\n" not in marker.group() or _VALUE_START.match(text, marker.end()) is not None:
+    if "\n" not in marker.group() or answer_after <= marker.end():
         return False
-    if len(text[marker.end() : marker.end() + 200].split("\n", 1)[0].split()) < 4:
-        return False  # "Answer:\nseven": a word, not working
-    return answer_after > marker.end()  # where the last "####" or box starts
+    working = text[marker.end() : min(answer_after, marker.end() + HEADING_CHARS)]  # bounded: a scan per marker
+    lines = [line for line in working.split("\n") if line.strip()]
+    first = lines[0].strip(" \t*_$.:") if lines else ""
+    if len(lines) >= 2 and any("=" in line for line in lines) and len(first.split()) > 1 and as_number(first) is None:
+        return True  # lines of working with a chain among them ("Day 1: 70(.30)=21 crickets\nDay 2: ...")
+    if _VALUE_START.match(text, marker.end()) is not None:
+        # A chain of working under the heading ("Answer:\n10 * 8 = 80 liters\nThere are 290 - 80 = 210 left\n...
+        # #### 15"), with another line of it before the "####" or box: working, not a value ("Answer:\n7\n#### 5" and
+        # "Answer:\n3 + 4 = 7\n#### 5" state one).
+        return len(lines) >= 2 and _WORKING_CHAIN.search(lines[0]) is not None
+    return len(text[marker.end() : marker.end() + 200].split("\n", 1)[0].split()) >= 4  # "Answer:\nseven": a word
+
+
+_WORKING_CHAIN = re.compile(r"\d[^=\n]{0,80}?(?:[-+*/×÷]|\\times|\\cdot)[^=\n]{0,80}?\d[^=\n]{0,40}=")
 
 
 _IS = re.compile(r"\bis\b", re.IGNORECASE)

@@ -362,11 +362,20 @@ def _value_at(sentence: str, pos: int) -> str | None:
     return chain[0] if chain is not None else _first_group(value)
 
 
+_BARE_POINT = re.compile(r"(?<![\w.])\.\d")
+
+
 def _values_in(sentence: str) -> list[str]:
     """The values a sentence names, a true chain counted by its result ("If we redo it, 9*2 = 18." -> ["18"])."""
     values, pos = [], 0
     while (value := _FIRST_VALUE.search(sentence, pos)) is not None:
-        result, pos = _chain_result(sentence, value.start()) or (_first_group(value), value.end())
+        begin = value.start()
+        while begin > pos and sentence[begin - 1] == "(":
+            begin -= 1  # "(60+72+42)/3 = 58": the chain opens with its bracket
+        if (point := _BARE_POINT.search(sentence, pos, value.start())) is not None:
+            begin = point.start()  # ".9*100 = 90": a decimal without its 0
+        chain = _chain_result(sentence, begin) if begin < value.start() else None
+        result, pos = chain or _chain_result(sentence, value.start()) or (_first_group(value), value.end())
         values.append(result)
     return values
 

@@ -51,6 +51,13 @@ COMMIT: list[Case] = [
         ("**18**", True, "a response that is only the value"),
         ("18 or 20", False, "a bare response with two values"),
         ("**18?**", False, "a bare value as a question"),
+        ("She sells 9 eggs.\nThe total is $18.", True, "a money question named by the currency sign"),
+        ("Janet earns $18 daily.", True, "'daily' names 'every day'"),
+        ("The total is $18 or $20.", False, "two prices"),
+        ("The eggs cost $2.", False, "another price is another value"),
+        ("9 * 2 = 18", True, "a response that is only a true chain"),
+        ("9 * 2 = 19", False, "only a false chain"),
+        ("9 * 2 = 18 or 20", False, "a chain, then two values"),
     ], dataset="gsm8k"),
     *_cases("commit", TRIP, "5", [
         ("The trip takes 300 / 60 = 5 hours.", True, "the unit asked"),
@@ -94,6 +101,13 @@ COMMIT: list[Case] = [
         ("Maybe it is\n\n$x = 5$", False, "a hedge on the line before, a blank line between"),
         ("We solve it.\n$x \\approx 5$", False, "an approximation"),
         ("We solve it.\n$x = 5$?", False, "a question"),
+    ]),
+    *_cases("commit", "Solve for x: 2x + 3 = 13.", "5", [
+        ("Subtract 3 and divide by 2.\nx = 5", True, "the asked variable named without math"),
+        ("Subtract 3 and divide by 2.\ny = 5", False, "another variable"),
+    ]),
+    *_cases("commit", "Find a number that is 3 more than 2.", "5", [
+        ("We add three to two to get the number we want.\na = 5", False, "'Find a number' asks for no variable a"),
     ]),
 ]
 

@@ -9,9 +9,9 @@ Fused log-probs (`fused=True`; the learner's passes fuse where `fusing_pays`, th
 model runs as before (through the DeepSpeed engine and peft wrappers, so ZeRO-3's hooks gather every weight as they
 always did), but for this one call its output head's forward is `head_token_logprobs` of the scored positions: the
 head's input projected onto the vocabulary a chunk of rows at a time, each chunk's logits recomputed in backward, all
-in one autograd node (`_ChunkedHead`). No [n, C, V] tensor then exists, neither the logits nor their gradient, and
-DeepSpeed sees one call of the head, as on the reference path. `fused=False` is the reference path: the model's
-[n, C, V] logits, then `algorithms.token_logprobs_from_logits`.
+in one autograd node (grpo_train/logprob_kernels.py). No [n, C, V] tensor then exists, neither the logits nor their
+gradient, and DeepSpeed sees one call of the head, as on the reference path. `fused=False` is the reference path: the
+model's [n, C, V] logits, then `token_logprobs_from_logits` (the same module).
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from grpo_train import algorithms
+from grpo_train.logprob_kernels import head_token_logprobs, token_logprobs_from_logits
 
 
 def compile_model(model: torch.nn.Module) -> None:
@@ -56,14 +55,6 @@ def compile_model(model: torch.nn.Module) -> None:
             # transformers builds no attention mask at all for a name without a mask function of its own.
             AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
         model.set_attn_implementation(name)
-
-
-# Logits per chunk of the fused head: rows = HEAD_CHUNK_ELEMENTS // V. Each chunk reads the whole head weight, so a
-# chunk must be wide enough for its matmul not to be bound by that read (~220 rows of Qwen2.5's 151,936-token
-# vocabulary on CPU, ~880 on a GPU); its logits and, in backward, their gradient are the only [rows, V] tensors:
-# 2 x 64 MiB (CPU, fp32) and 2 x 256 MiB (GPU, bf16). scripts/bench/bench_logprob_memory.py measures the CPU one.
-HEAD_CHUNK_ELEMENTS = 2**25
-GPU_HEAD_CHUNK_ELEMENTS = 2**27
 
 
 # The learner's passes fuse where their logits would hold more than this many elements: 1 GiB in fp32, 512 MiB in
@@ -133,7 +124,7 @@ def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], toke
     if not fused and not select_in_head:
         out = model(**inputs)
         # The sampler drew from softmax(logits / T); fp32 log-probs, a few rows at a time (no [n, C, V] fp32 copy).
-        logp, entropy = algorithms.token_logprobs_from_logits(select(out.logits), tokens, temperature, with_entropy)
+        logp, entropy = token_logprobs_from_logits(select(out.logits), tokens, temperature, with_entropy)
         return logp, entropy, out
     if not fused:  # the head projects the selected positions only; their logits are the model's
         head.forward = _SelectedHead(head, select)
@@ -141,7 +132,7 @@ def scored_call(model: torch.nn.Module, select: Callable[[Tensor], Tensor], toke
             out = model(**inputs)
         finally:
             del head.forward
-        logp, entropy = algorithms.token_logprobs_from_logits(out.logits, tokens, temperature, with_entropy)
+        logp, entropy = token_logprobs_from_logits(out.logits, tokens, temperature, with_entropy)
         return logp, entropy, out
     scorer = _FusedHead(head, select, tokens, temperature, with_entropy)
     head.forward = scorer  # this call of the head only (an instance attribute, deleted below)
@@ -178,76 +169,6 @@ class _FusedHead:
         logp, self.entropy = head_token_logprobs(self.head, self.select(hidden), self.tokens, self.temperature,
                                                  self.with_entropy)
         return logp
-
-
-def head_token_logprobs(head: torch.nn.Linear, hidden: Tensor, tokens: Tensor, temperature: float,
-                        with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
-    """log softmax(head(hidden) / T)[token] (and the entropy), a chunk of rows at a time, forward and backward.
-
-    head: the model's output head, an nn.Linear whose weight is there (under ZeRO-3: inside the head's own call,
-    where DeepSpeed's hooks gathered it); hidden: [..., h] final hidden states; tokens: [...] long. Returns
-    (logp [...] fp32, entropy [...] fp32 without gradient, or None), equal to
-    algorithms.token_logprobs_from_logits(head(hidden), ...). Backward recomputes each chunk's logits from the
-    saved hidden states and log-sum-exps: at most one chunk's logits and their gradient exist at a time, for one
-    more head matmul than the reference path.
-    """
-    flat, flat_tokens = hidden.reshape(-1, hidden.shape[-1]), tokens.reshape(-1)
-    logp, entropy = _ChunkedHead.apply(flat, head.weight, head.bias, flat_tokens, float(temperature), with_entropy)
-    return logp.view(tokens.shape), entropy.view(tokens.shape) if with_entropy else None
-
-
-def _head_chunks(rows: int, vocab: int, device: torch.device) -> list[slice]:
-    elements = GPU_HEAD_CHUNK_ELEMENTS if device.type == "cuda" else HEAD_CHUNK_ELEMENTS
-    size = max(1, elements // vocab)
-    return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
-
-
-class _ChunkedHead(torch.autograd.Function):
-    """hidden [M, h], weight [V, h], bias [V] or None, tokens [M] -> (logp [M] fp32, entropy [M] fp32 or empty).
-
-    One autograd node for the whole head: DeepSpeed ZeRO-3 sees one call of the head module per pass, as on the
-    reference path, so the weight is gathered once in forward and once in backward whatever the number of chunks,
-    and every rank records the same module calls in its trace (which DeepSpeed checks across ranks).
-    """
-
-    @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, tokens: Tensor, temperature: float,
-                with_entropy: bool) -> tuple[Tensor, Tensor]:
-        rows = hidden.shape[0]
-        logp = torch.empty(rows, dtype=torch.float32, device=hidden.device)
-        log_norm = torch.empty_like(logp)  # log-sum-exp of logits / T per row, reused in backward
-        entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
-        for chunk in _head_chunks(rows, weight.shape[0], hidden.device):
-            chunk_logp, chunk_entropy, log_norm[chunk] = algorithms.token_logprobs_and_log_norm(
-                F.linear(hidden[chunk], weight, bias), tokens[chunk], temperature, with_entropy)
-            logp[chunk] = chunk_logp
-            if with_entropy:
-                entropy[chunk] = chunk_entropy
-        ctx.save_for_backward(hidden, weight, bias, tokens, log_norm)
-        ctx.temperature = temperature
-        ctx.mark_non_differentiable(entropy)
-        return logp, entropy
-
-    @staticmethod
-    def backward(ctx, grad_logp: Tensor, _grad_entropy: Tensor | None):
-        hidden, weight, bias, tokens, log_norm = ctx.saved_tensors
-        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
-        grad_hidden = torch.zeros_like(hidden) if need_hidden else None
-        grad_weight = torch.zeros_like(weight) if need_weight else None
-        grad_bias = torch.zeros_like(bias) if need_bias else None
-        for chunk in _head_chunks(hidden.shape[0], weight.shape[0], hidden.device):
-            logits = F.linear(hidden[chunk], weight, bias).requires_grad_()  # [rows, V], recomputed (no graph)
-            with torch.enable_grad():
-                chunk_logp = algorithms.token_logprobs_and_log_norm(
-                    logits, tokens[chunk], ctx.temperature, False, log_norm[chunk])[0]
-                (grad_logits,) = torch.autograd.grad(chunk_logp, logits, grad_logp[chunk])
-            if need_hidden:
-                grad_hidden[chunk] = grad_logits @ weight
-            if need_weight:
-                grad_weight.addmm_(grad_logits.t(), hidden[chunk])
-            if need_bias:
-                grad_bias += grad_logits.sum(0)
-        return grad_hidden, grad_weight, grad_bias, None, None, None
 
 
 @dataclass

@@ -19,7 +19,7 @@ trainable (P, or the LoRA adapters' count), N ranks, ZeRO stage z:
     layer's full set while it is recomputed in backward;
   * the output head, over the c completion positions of each sequence only (c = rollout.max_tokens). The
     learner's fused log-probs (grpo_train/forward.py) project r = min(b * c, E // V) rows at a time, E the
-    head's chunk size in elements (forward.GPU_HEAD_CHUNK_ELEMENTS, 2^27; 2^25 on CPU), and recompute them in
+    head's chunk size in elements (logprob_kernels.GPU_HEAD_CHUNK_ELEMENTS, 2^27; 2^25 on CPU), and recompute them in
     backward: r * V * 2a for one chunk's logits and their gradient, plus V * h * a for the head weight's gradient
     of one chunk while it is added to the others'. The reference path (`fused=False`) keeps the whole logits and,
     in backward, their gradient: b * c * V * 2a (for Qwen's 152k vocabulary larger than all layers together).
@@ -164,7 +164,7 @@ class MemoryEstimate:
         return self.total <= self.gpu and self.vllm_kv_cache > 0
 
 
-# forward.GPU_HEAD_CHUNK_ELEMENTS (memory.py imports no torch module; tests/test_memory.py checks they agree)
+# logprob_kernels.GPU_HEAD_CHUNK_ELEMENTS (memory.py imports no torch module; tests/test_memory.py checks they agree)
 HEAD_CHUNK_ELEMENTS = 2**27
 FUSE_MIN_ELEMENTS = 2**28  # forward.FUSE_MIN_ELEMENTS: a pass fuses where its logits would hold more elements
 

@@ -1,4 +1,4 @@
-"""Fused log-probs (forward.head_token_logprobs, token_logprobs(fused=True)): the same log-probs, entropies and
+"""Fused log-probs (logprob_kernels.head_token_logprobs, token_logprobs(fused=True)): the same log-probs, entropies and
 gradients as the reference path over the model's whole logits, without any [n, C, V] tensor."""
 
 
@@ -6,9 +6,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grpo_train import algorithms, forward
-from grpo_train.forward import head_token_logprobs, token_logprobs
+from grpo_train import forward, logprob_kernels
+from grpo_train.forward import token_logprobs
 from grpo_train.learner import Learner, make_update_batch
+from grpo_train.logprob_kernels import head_token_logprobs
 
 QWEN25_VOCAB = 151_936
 
@@ -40,7 +41,7 @@ def naive_logprobs(weight, hidden, tokens, temperature):
 
 def test_head_chunks_equal_a_naive_per_row_softmax_with_gradients(monkeypatch):
     # 3 x 7 = 21 rows of a 1000-token head in chunks of 4 rows (5 full chunks and 1 row), at T = 0.7.
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 4 * 1000)
+    monkeypatch.setattr(logprob_kernels, "HEAD_CHUNK_ELEMENTS", 4 * 1000)
     g = torch.Generator().manual_seed(0)
     head = torch.nn.Linear(16, 1000, bias=False)
     torch.nn.init.normal_(head.weight, std=0.5, generator=g)
@@ -65,7 +66,7 @@ def test_head_chunks_equal_a_naive_per_row_softmax_with_gradients(monkeypatch):
     assert watch.most < 21 * 1000
     reference = LargestTensor()
     with reference:
-        logp, _ = algorithms.token_logprobs_from_logits(head(hidden), tokens, 0.7)
+        logp, _ = logprob_kernels.token_logprobs_from_logits(head(hidden), tokens, 0.7)
         torch.autograd.grad((logp * upstream).sum(), (hidden, head.weight))
     assert reference.most == 21 * 1000
 
@@ -94,16 +95,17 @@ def logprobs_and_grads(model, batch, **kwargs):
 
 
 def head_chunks(monkeypatch) -> list[int]:
-    """The number of chunks of each pass of the fused head (forward._head_chunks is called once in its forward and
-    once in its backward), appended to the returned list."""
-    calls, original = [], forward._head_chunks
+    """The number of chunks of each pass of the fused head (logprob_kernels._row_chunks with head=True is called
+    once in its forward and once in its backward), appended to the returned list."""
+    calls, original = [], logprob_kernels._row_chunks
 
-    def wrapper(*args):
-        chunks = original(*args)
-        calls.append(len(chunks))
+    def wrapper(*args, head=False):
+        chunks = original(*args, head=head)
+        if head:
+            calls.append(len(chunks))
         return chunks
 
-    monkeypatch.setattr(forward, "_head_chunks", wrapper)
+    monkeypatch.setattr(logprob_kernels, "_row_chunks", wrapper)
     return calls
 
 
@@ -136,7 +138,7 @@ def random_qwen2(vocab, tied, seed=0):
 def test_tiny_model_fused_equals_reference_with_gradients(tiny_path, monkeypatch, share_prompts):
     from transformers import AutoModelForCausalLM
 
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # chunks of 5 rows: several per pass
+    monkeypatch.setattr(logprob_kernels, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # chunks of 5 rows: several per pass
     model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32)
     assert model.config.tie_word_embeddings
     assert_fused_equals_reference(model, grouped_batch(), share_prompts, monkeypatch)
@@ -145,7 +147,7 @@ def test_tiny_model_fused_equals_reference_with_gradients(tiny_path, monkeypatch
 @pytest.mark.parametrize(("tied", "share_prompts"), [(False, False), (True, True)])
 def test_qwen25_vocabulary_fused_equals_reference_with_gradients(monkeypatch, tied, share_prompts):
     # A 1-layer random model with Qwen2.5's 151,936-token vocabulary, tied and untied heads, chunks of 6 rows.
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 6 * QWEN25_VOCAB)
+    monkeypatch.setattr(logprob_kernels, "HEAD_CHUNK_ELEMENTS", 6 * QWEN25_VOCAB)
     model = random_qwen2(QWEN25_VOCAB, tied)
     assert_fused_equals_reference(model, grouped_batch(seed=2, vocab=QWEN25_VOCAB), share_prompts, monkeypatch)
 
@@ -153,7 +155,7 @@ def test_qwen25_vocabulary_fused_equals_reference_with_gradients(monkeypatch, ti
 def test_lora_fused_equals_reference_and_adapters_off(monkeypatch):
     from peft import LoraConfig, get_peft_model
 
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 4 * 1000)
+    monkeypatch.setattr(logprob_kernels, "HEAD_CHUNK_ELEMENTS", 4 * 1000)
     model = get_peft_model(random_qwen2(1000, tied=False), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
     for module in model.modules():  # adapters away from 0, so their gradients depend on the head's
         if hasattr(module, "lora_B"):
@@ -182,14 +184,15 @@ def counted(monkeypatch, owner, name: str) -> list:
 def test_zero3_learner_step_fused_equals_reference(tiny_path, monkeypatch):
     """Through DeepSpeed ZeRO-3: the same step, and the head's weight gathered no more often than on the reference
     path (once per pass in forward and once in backward), not once per chunk (one call of the head module per pass,
-    forward._ChunkedHead). Gathers are counted as DeepSpeed's releases of the weight (`partition`), each of which
-    follows one gather."""
+    logprob_kernels._ChunkedHead). Gathers are counted as DeepSpeed's releases of the weight (`partition`), each of
+    which follows one gather."""
     from tests.test_learner import make_cfg
 
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # 5 rows per chunk: several chunks per pass
+    monkeypatch.setattr(logprob_kernels, "HEAD_CHUNK_ELEMENTS", 5 * 49152)  # 5 rows per chunk: several chunks per pass
     monkeypatch.setattr(forward, "FUSE_MIN_ELEMENTS", 5 * 49152)  # the learner's passes fuse
-    chunk_calls, head_chunks = [], forward._head_chunks
-    monkeypatch.setattr(forward, "_head_chunks", lambda *a: chunk_calls.extend(head_chunks(*a)) or head_chunks(*a))
+    chunk_calls, row_chunks = [], logprob_kernels._row_chunks
+    monkeypatch.setattr(logprob_kernels, "_row_chunks", lambda *a, head=False: chunk_calls.extend(
+        row_chunks(*a, head=head) if head else []) or row_chunks(*a, head=head))
     batch = grouped_batch(seed=4)
     results = []
     for fused in ("true", "false"):  # learner.fused_head: the fused path, then the reference path

@@ -12,6 +12,7 @@ LAYERS = {
     "config": 0, "config_schema": 0, "config_aliases": 0, "config_yaml": 0, "rewards.user_code": 0,
     # 1: pure pieces: problems, prompts, models, the verifier and rewards, loss math, estimators, files on disk
     "data": 1, "synthetic": 1, "prompts": 1, "models": 1, "memory": 1, "metrics": 1, "plot": 1, "algorithms": 1,
+    "logprob_kernels": 1,
     "verifier": 1, "verifier.api": 1, "verifier.text": 1, "verifier.extract": 1, "verifier.hedge": 1,
     "verifier.boxes": 1, "verifier.form": 1, "verifier.units": 1, "verifier.compare": 1, "verifier.rules": 1,
     "verifier.commit": 1, "verifier.spelling": 1,

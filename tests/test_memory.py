@@ -130,9 +130,9 @@ def test_activation_bytes_by_hand():
 
 
 def test_the_estimates_head_chunk_is_the_learners():
-    from grpo_train import forward
+    from grpo_train import forward, logprob_kernels
 
-    assert HEAD_CHUNK_ELEMENTS == forward.GPU_HEAD_CHUNK_ELEMENTS
+    assert HEAD_CHUNK_ELEMENTS == logprob_kernels.GPU_HEAD_CHUNK_ELEMENTS
     assert FUSE_MIN_ELEMENTS == forward.FUSE_MIN_ELEMENTS
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from grpo_train import forward
+from grpo_train import forward, logprob_kernels
 from grpo_train.forward import pack_sequences, packed_attention, token_logprobs
 from grpo_train.learner import Learner, make_update_batch
 
@@ -160,7 +160,7 @@ class _Syncs(TorchDispatchMode):
 def test_the_packed_pass_makes_no_host_sync(models, monkeypatch, fused):
     """Forward and backward of a packed pass read no tensor value on the host (transformers' own packed-sequence
     detection from position ids would, once per pass); the fused head's chunks neither."""
-    monkeypatch.setattr(forward, "HEAD_CHUNK_ELEMENTS", 4 * models["sdpa"].config.vocab_size)  # several chunks
+    monkeypatch.setattr(logprob_kernels, "HEAD_CHUNK_ELEMENTS", 4 * models["sdpa"].config.vocab_size)  # several chunks
     batch = spread_batch()
     width = batch.completion_mask.shape[1]
     packed = packed_of(batch)

@@ -1,12 +1,12 @@
-"""Token log-probs and entropy from logits, chunk by chunk (algorithms.token_logprobs_from_logits)."""
+"""Token log-probs and entropy from logits, chunk by chunk (logprob_kernels.token_logprobs_from_logits)."""
 
 import math
 
 import pytest
 import torch
 
-from grpo_train import algorithms
-from grpo_train.algorithms import token_logprobs_from_logits
+from grpo_train import logprob_kernels
+from grpo_train.logprob_kernels import token_logprobs_from_logits
 
 
 def test_worked_example_values_and_gradient():
@@ -37,7 +37,7 @@ def test_worked_example_at_temperature_two():
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_equals_the_full_log_softmax_across_chunk_boundaries(monkeypatch, dtype, temperature):
     # 3 x 5 = 15 rows of 1000 logits in chunks of 4 rows: three full chunks and a remainder of 3.
-    monkeypatch.setattr(algorithms, "CHUNK_ELEMENTS", 4 * 1000)
+    monkeypatch.setattr(logprob_kernels, "CHUNK_ELEMENTS", 4 * 1000)
     generator = torch.Generator().manual_seed(0)
     logits = (3 * torch.randn(3, 5, 1000, generator=generator)).to(dtype).requires_grad_()
     tokens = torch.randint(0, 1000, (3, 5), generator=generator)

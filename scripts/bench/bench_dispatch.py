@@ -23,9 +23,9 @@ layer = count(2) - count(1), outside the layers = count(1) - per layer; extrapol
 batch: 2 prompts x G = 8 completions, 64-token prompts and 128-token completions (16 sequences of 192 tokens, random
 token ids, random non-zero advantages, no KL term, so no row is skipped), micro-batches of 16 (one pass).
 
-The chunk sizes the code picks on CUDA: grpo_train.forward picks the fused head's chunk (GPU_HEAD_CHUNK_ELEMENTS)
-and grpo_train.algorithms the log-softmax's row chunk within it (GPU_CHUNK_ELEMENTS) when the device is cuda; this
-script sets the two modules' CPU figures, HEAD_CHUNK_ELEMENTS and CHUNK_ELEMENTS, to the GPU ones (a module-level
+The chunk sizes the code picks on CUDA: grpo_train.logprob_kernels picks the fused head's chunk
+(GPU_HEAD_CHUNK_ELEMENTS) and the log-softmax's row chunk within it (GPU_CHUNK_ELEMENTS) when the device is cuda; this
+script sets the module's CPU figures, HEAD_CHUNK_ELEMENTS and CHUNK_ELEMENTS, to the GPU ones (a module-level
 patch: both are read at each pass), so the head runs in the chunks it runs in on a GPU. The fused head is taken as on
 a GPU: by the learner's own rule (`forward.fusing_pays`, a pass's logits above FUSE_MIN_ELEMENTS: 16 x 128 positions
 x 151,936 are), else forced (`learner.fused = True`, reported). Host syncs are also counted with micro-batches of 4
@@ -315,7 +315,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
-    from grpo_train import algorithms, forward
+    from grpo_train import logprob_kernels as kernels
     from grpo_train.distributed import init_distributed
     from grpo_train.models import QWEN25_VOCAB
 
@@ -323,8 +323,8 @@ def main() -> None:
     init_distributed()
     started = time.perf_counter()
     # The chunk sizes the code picks on CUDA (module-level patches: both are read at each pass).
-    forward.HEAD_CHUNK_ELEMENTS = forward.GPU_HEAD_CHUNK_ELEMENTS
-    algorithms.CHUNK_ELEMENTS = algorithms.GPU_CHUNK_ELEMENTS
+    kernels.HEAD_CHUNK_ELEMENTS = kernels.GPU_HEAD_CHUNK_ELEMENTS
+    kernels.CHUNK_ELEMENTS = kernels.GPU_CHUNK_ELEMENTS
     update, plain = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for depth in (1, 2):
@@ -338,8 +338,8 @@ def main() -> None:
                 micro4 = count_update(path, MICRO_BATCHES[1])
                 print(f"depth 1, 4 micro-batches: {micro4['ops']} ops, {micro4['syncs']} syncs", flush=True)
     chunks = {"fused_head_16_rows": update[1]["fused_head"], "fused_head_4_rows": micro4["fused_head"],
-              "head_chunk_rows": forward.GPU_HEAD_CHUNK_ELEMENTS // QWEN25_VOCAB,
-              "log_softmax_chunk_rows": algorithms.GPU_CHUNK_ELEMENTS // QWEN25_VOCAB}
+              "head_chunk_rows": kernels.GPU_HEAD_CHUNK_ELEMENTS // QWEN25_VOCAB,
+              "log_softmax_chunk_rows": kernels.GPU_CHUNK_ELEMENTS // QWEN25_VOCAB}
     chunks["head"] = (f"fused head ({chunks['fused_head_16_rows']} at 16 rows, {chunks['fused_head_4_rows']} at 4) "
                       f"in the CUDA chunks: {chunks['head_chunk_rows']} rows per head chunk, "
                       f"{chunks['log_softmax_chunk_rows']} per log-softmax chunk (the CPU sizes patched to the GPU's)")

@@ -97,7 +97,7 @@ def measure(tied: bool, length: int, fused: bool, rows: int, prompt: int, repeat
 
 def estimate_bytes(tied: bool, length: int, rows: int, prompt: int, fused: bool, shape: str = "small") -> int:
     """memory.py's update activations for this micro-batch (CPU head chunks) plus the fp32 weight gradients."""
-    from grpo_train import forward, memory
+    from grpo_train import logprob_kernels, memory
 
     d = SHAPES[shape]
     dims = memory.ModelDims(d["hidden_size"], d["intermediate_size"], d["num_hidden_layers"],
@@ -106,7 +106,7 @@ def estimate_bytes(tied: bool, length: int, rows: int, prompt: int, fused: bool,
         micro_batch_size=rows, seq_len=prompt + length, completion_len=length, hidden_size=dims.hidden_size,
         intermediate_size=dims.intermediate_size, num_layers=dims.num_layers, vocab_size=VOCAB,
         bytes_per_activation=4, gradient_checkpointing=False,
-        head_chunk_elements=forward.HEAD_CHUNK_ELEMENTS if fused else None)
+        head_chunk_elements=logprob_kernels.HEAD_CHUNK_ELEMENTS if fused else None)
     return activations + dims.param_count() * 4
 
 

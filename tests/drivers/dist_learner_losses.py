@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_train import forward
+from grpo_train import forward, logprob_kernels
 from grpo_train.distributed import init_distributed
 from grpo_train.learner import Learner
 from grpo_train.models import resolve_model
@@ -27,13 +27,19 @@ def main(out_dir: Path, cases: list[str]) -> None:
     rank, world = init_distributed()
     path = resolve_model("tiny-qwen2")
     out_dir.mkdir(parents=True, exist_ok=True)
-    default_chunk, default_fuse = forward.HEAD_CHUNK_ELEMENTS, forward.FUSE_MIN_ELEMENTS
-    head_chunks, chunks = forward._head_chunks, []
-    forward._head_chunks = lambda *a: chunks.extend(head_chunks(*a)) or head_chunks(*a)
+    default_chunk, default_fuse = logprob_kernels.HEAD_CHUNK_ELEMENTS, forward.FUSE_MIN_ELEMENTS
+    row_chunks, chunks = logprob_kernels._row_chunks, []
+
+    def head_chunks(*args, head=False):  # records the fused head's chunks
+        out = row_chunks(*args, head=head)
+        chunks.extend(out if head else [])
+        return out
+
+    logprob_kernels._row_chunks = head_chunks
     for case in cases:
         learner = Learner(case_cfg(case), path, total_optimizer_steps=1)
         vocab = learner.engine.module.get_output_embeddings().out_features
-        forward.HEAD_CHUNK_ELEMENTS = 2 * vocab if "stage3" in case else default_chunk
+        logprob_kernels.HEAD_CHUNK_ELEMENTS = 2 * vocab if "stage3" in case else default_chunk
         forward.FUSE_MIN_ELEMENTS = 2 * vocab if "stage3" in case else default_fuse
         chunks.clear()
         batch = full_batch(learner)  # the whole batch on every rank (same seeds), then this rank's rows

@@ -15,6 +15,7 @@ Each refuses where it must guess: a sentence with a hedge, a negation, a conditi
 
 from __future__ import annotations
 
+import functools
 import re
 
 from grpo_train.verifier.form import exact_value
@@ -54,8 +55,10 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
+@functools.lru_cache(maxsize=256)
 def asked_words(problem: str | None) -> frozenset[str]:
-    """The stems of the words naming what the question asks for; empty without a problem or an interrogative."""
+    """The stems of the words naming what the question asks for; empty without a problem or an interrogative.
+    Cached: a GRPO group shares its problem."""
     if not problem:
         return frozenset()
     tail = problem[-QUESTION_CHARS:]
@@ -187,8 +190,7 @@ def labelled_box(text: str, boxes: list[tuple[int, int, str]], problem: str | No
     """Whether boxes that disagree are labelled answers to several quantities, the last the asked one: every box has
     a label (the words before it on its line, since the previous box), the last label names the asked quantity and
     no earlier label does, and no label hedges, retracts or negates ("Width: \\boxed{4}, area: \\boxed{32}")."""
-    asked = asked_words(problem)
-    if not asked or len(boxes) < 2:
+    if len(boxes) < 2 or not (asked := asked_words(problem)):
         return False
     labels, previous = [], 0
     for start, end, _ in boxes:
@@ -219,7 +221,7 @@ _OR_VALUE = re.compile(
 def other_value_in_clause(text: str, end: int, answer: str) -> bool:
     """Whether the rest of the box's sentence offers another value after an "or" ("\\boxed{5} candies, or 6 if the
     rest are shared"); a clause about another quantity ("\\boxed{5} candies, with a remainder of 3") does not."""
-    rest = text[end : end + 300]
+    rest = text[end : end + 200]  # the "or" within 40 characters of the box, its value within 20 of it
     stop = SENTENCE_END.search(rest)
     clause = rest[: stop.start()] if stop is not None else rest
     offered = _OR_VALUE.match(clause.lstrip("$ \t"))  # past the box's own math

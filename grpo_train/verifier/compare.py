@@ -178,10 +178,11 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
         return refuse("rate_not_asked")  # "5 per day" for "How many apples does Tom have?"
     answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
-    spelled = spelled_number(answer_clean)  # "1.2 \\times 10^6", "1'200'000", "1 234,5"
-    if _split_digits(answer_clean) and not _split_digits(gold_clean) and not as_number(answer_clean) and not spelled:
+    # "1.2 \\times 10^6", "1'200'000", "1 234,5": other spellings of one number
+    answer_number = as_number(answer_clean) or spelled_number(answer_clean)
+    if _split_digits(answer_clean) and not _split_digits(gold_clean) and not answer_number:
         return refuse("split_digits")  # "1 2" is two numbers, not 12 (a space groups thousands only: "1 000")
-    if (answer_number := as_number(answer_clean) or spelled) and (gold_number := as_number(gold_clean)):
+    if answer_number and (gold_number := as_number(gold_clean)):
         return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
     answer_items, gold_items = _items(answer, gold), _items(gold, answer)
     if len(answer_items) == 1 and len(gold_items) == 1:

@@ -274,6 +274,8 @@ def _after_reasoning(response: str) -> tuple[str, str] | None:
     """For a response that opens a reasoning block ("<think>..."; or whose first tag is "</think>": the opening tag
     was in the prompt): (the text outside every block, the text after the first block's close); "" for both when
     the block never closes. None for a response that opens no block (a tag later in the text: read whole)."""
+    if "think>" not in response:
+        return None  # most responses: no tag
     close, opening = response.find("</think>"), response.find("<think>")
     opens = response.lstrip().startswith("<think>") or (close != -1 and (opening == -1 or close < opening))
     if not opens:

@@ -1,6 +1,7 @@
 """GRPO loss math as pure tensor functions: group advantages, KL estimators, the policy losses (PPO/GRPO clipped
-surrogate, GSPO, CISPO; chosen in `policy_loss`), the rollout/learner mismatch weights, and the loss aggregation
-with an explicit normaliser. docs/algorithm.md walks through them with their equations.
+surrogate, GSPO, CISPO; chosen in `policy_loss`, whose settings are one record, `LossSpec`), the rollout/learner
+mismatch weights, and the loss aggregation with an explicit normaliser. docs/algorithm.md walks through them with
+their equations.
 
 Nothing here imports vLLM or DeepSpeed; every function takes and returns plain tensors, so each piece is
 unit-tested on CPU (tests/test_algorithms*.py). Shapes: B sequences (completions), T completion tokens,
@@ -30,8 +31,16 @@ Deviations from the GRPO paper, on purpose:
   default by the importance ratio (`policy_loss`, kl_ratio_correction), which GRPO's eq. 3 does not do.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from grpo_train.config import AlgorithmConfig
 
 # exp(20) ~ 4.9e8: large enough that no realistic log-ratio is touched, small enough that exp() stays far
 # from fp32 overflow (~3.4e38) and that a single wild token cannot dominate a whole update.
@@ -260,34 +269,57 @@ def mismatch_weights(old_logp: Tensor, sampler_logp: Tensor, mask: Tensor, tis_c
     return weight, events
 
 
+@dataclass(frozen=True)
+class LossSpec:
+    """What `policy_loss` computes besides its tensors: the policy-gradient term, the rollout/learner mismatch weight
+    on it and the KL term. Built once per run from the algorithm config (`from_config`); the defaults are PPO's
+    clipped surrogate at 0.2 and nothing else."""
+
+    kind: str = "ppo"  # POLICY_LOSSES: ppo_surrogate, gspo_surrogate or cispo_surrogate, chosen in policy_loss
+    clip_low: float = 0.2  # ppo, gspo: the ratio is clipped to [1 - clip_low, 1 + clip_high]; cispo: unused
+    clip_high: float = 0.2  # cispo: the cap of the importance weight
+    dual_clip: float | None = None  # ppo: > 1, the loss of a token with A < 0 capped at -dual_clip * A; None: off
+    kl_coef: float = 0.0  # weight of the KL term, added where policy_loss is given ref_logp
+    kl_kind: str = "k3"  # KL_KINDS, the estimator of `kl_estimate`
+    kl_ratio_correction: bool = True  # the KL estimate times the ratio pi_theta / pi_old (DeepSeek-V3.2 eq. 7)
+    tis_cap: float | None = None  # token-level mismatch weight min(pi_old / pi_sampler, tis_cap); None: off
+    seq_correction: str = "none"  # SEQ_CORRECTIONS, the sequence-level weight (exclusive with tis_cap)
+    seq_low: float = 0.0  # "mask": sequences with rho outside [seq_low, seq_high] are dropped
+    seq_high: float = 3.0  # "truncate": rho capped at seq_high
+
+    @classmethod
+    def from_config(cls, a: AlgorithmConfig) -> LossSpec:
+        """The configured loss: the clip range from the chosen kind's own keys; a 0 dual_clip or tis_cap is off."""
+        if a.policy_loss == "gspo":
+            clip_low, clip_high = a.gspo_clip_eps, a.gspo_clip_eps_high
+        elif a.policy_loss == "cispo":
+            clip_low, clip_high = 0.0, a.cispo_weight_cap
+        else:
+            clip_low, clip_high = a.clip_eps, a.clip_eps_high or a.clip_eps
+        return cls(kind=a.policy_loss, clip_low=clip_low, clip_high=clip_high, dual_clip=a.dual_clip or None,
+                   kl_coef=a.kl_coef, kl_kind=a.kl_estimator, kl_ratio_correction=a.kl_ratio_correction,
+                   tis_cap=a.tis_cap or None, seq_correction=a.seq_correction, seq_low=a.seq_correction_low,
+                   seq_high=a.seq_correction_high)
+
+
 def policy_loss(
     logp: Tensor,
     old_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    kind: str = "ppo",
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    dual_clip: float | None = None,
+    spec: LossSpec,
     ref_logp: Tensor | None = None,
-    kl_coef: float = 0.0,
-    kl_kind: str = "k3",
-    kl_ratio_correction: bool = True,
     sampler_logp: Tensor | None = None,
-    tis_cap: float | None = None,
-    seq_correction: str = "none",
-    seq_low: float = 0.0,
-    seq_high: float = 3.0,
     entropy: Tensor | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """The per-token loss of one micro-batch: a policy-gradient term chosen by `kind`, an optional rollout/learner
-    mismatch weight on it, and an optional KL penalty.
+) -> tuple[Tensor, dict[str, Tensor], Tensor | None]:
+    """The per-token loss of one micro-batch: a policy-gradient term chosen by `spec.kind`, an optional
+    rollout/learner mismatch weight on it, and an optional KL penalty.
 
     logp:         [B, T] log pi_theta of the sampled tokens (carries the gradient).
     old_logp:     [B, T] log pi_old, the learner's log-probs of the rollout policy (no gradient).
     advantages:   [B] one advantage per sequence (broadcast over tokens), or [B, T] per token (not for gspo).
     mask:         [B, T] 1 on completion tokens that count, 0 on padding (and on masked truncated completions).
-    kind:         "ppo" (`ppo_surrogate`: clip range [1 - clip_low, 1 + clip_high], dual_clip),
+    spec.kind:    "ppo" (`ppo_surrogate`: clip range [1 - clip_low, 1 + clip_high], dual_clip),
                   "gspo" (`gspo_surrogate`: the same range on the sequence ratio), or
                   "cispo" (`cispo_surrogate`: the weight capped at clip_high; clip_low unused).
     ref_logp:     [B, T] log pi_ref; when given, kl_coef * KL(pi_theta || pi_ref) is added per token, estimated
@@ -297,44 +329,47 @@ def policy_loss(
                   (r = 1 with gradient r grad log pi), its expected gradient is that of KL(pi_theta || pi_ref)
                   (DeepSeek-V3.2, eq. 7; TRL's use_bias_correction_kl). Without it, K3's expected gradient
                   on-policy is that of KL(pi_ref || pi_theta), and K1's is zero.
-    sampler_logp: [B, T] log-probs reported by the rollout engine; `mismatch_weights` with tis_cap /
+    sampler_logp: [B, T] log-probs reported by the rollout engine; `mismatch_weights` with the spec's tis_cap /
                   seq_correction / seq_low / seq_high multiplies the policy-gradient term (not the KL term).
     entropy:      [B, T] per-token entropy of pi_theta, only logged.
 
-    loss_t = w * pg_t + kl_coef * [r_t] * KL_t. Returns (per_token_loss [B, T], zero on padding; stats), stats
+    loss_t = w * pg_t + kl_coef * [r_t] * KL_t. Returns (per_token_loss [B, T], zero on padding; stats; w), stats
     being detached 0-d tensors averaged over the valid tokens of this call (a per-sequence quantity counts once
     per token of its sequence): ratio_mean and the variant's clip fractions, and when applicable dual_clip_frac,
     sampler_logp_gap, tis_weight_mean, tis_capped_frac, seq_weight_mean, seq_capped_frac, seq_masked_frac, kl,
-    entropy.
+    entropy; and w the behaviour weights of `mismatch_weights` ([B, T] or [B, 1], no gradient; None where no
+    correction is on or no sampler_logp was given).
     """
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)  # [B, 1], broadcast over tokens
     log_ratio = (logp - old_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [B, T]
-    if kind == "ppo":
-        pg_loss, events = ppo_surrogate(log_ratio, advantages, clip_low, clip_high, dual_clip)
-    elif kind == "gspo":
-        pg_loss, events = gspo_surrogate(log_ratio, advantages, mask, clip_low, clip_high)
-    elif kind == "cispo":
-        pg_loss, events = cispo_surrogate(logp, log_ratio, advantages, clip_high)
+    if spec.kind == "ppo":
+        pg_loss, events = ppo_surrogate(log_ratio, advantages, spec.clip_low, spec.clip_high, spec.dual_clip)
+    elif spec.kind == "gspo":
+        pg_loss, events = gspo_surrogate(log_ratio, advantages, mask, spec.clip_low, spec.clip_high)
+    elif spec.kind == "cispo":
+        pg_loss, events = cispo_surrogate(logp, log_ratio, advantages, spec.clip_high)
     else:
-        raise ValueError(f"unknown policy loss {kind!r}; expected one of {POLICY_LOSSES}")
+        raise ValueError(f"unknown policy loss {spec.kind!r}; expected one of {POLICY_LOSSES}")
     events.setdefault("ratio", torch.exp(log_ratio.detach()))
     events["ratio_mean"] = events.pop("ratio")
 
+    weight = None
     if sampler_logp is not None:
-        weight, mismatch = mismatch_weights(old_logp, sampler_logp, mask, tis_cap, seq_correction, seq_low, seq_high)
+        weight, mismatch = mismatch_weights(old_logp, sampler_logp, mask, spec.tis_cap, spec.seq_correction,
+                                            spec.seq_low, spec.seq_high)
         events.update(mismatch)
         if weight is not None:
             pg_loss = pg_loss * weight
-    elif tis_cap is not None or seq_correction != "none":
+    elif spec.tis_cap is not None or spec.seq_correction != "none":
         raise ValueError("a mismatch correction (tis_cap or seq_correction) is on but sampler_logp was not given")
 
     loss = pg_loss
     if ref_logp is not None:
-        kl = kl_estimate(logp, ref_logp, kl_kind)  # [B, T]
-        if kl_ratio_correction:
+        kl = kl_estimate(logp, ref_logp, spec.kl_kind)  # [B, T]
+        if spec.kl_ratio_correction:
             kl = kl * torch.exp(log_ratio)
-        loss = loss + kl_coef * kl
+        loss = loss + spec.kl_coef * kl
         events["kl"] = kl.detach()
     if entropy is not None:
         events["entropy"] = entropy.detach()
@@ -342,7 +377,7 @@ def policy_loss(
     valid = mask.bool()
     stats = {name: masked_mean(value.float(), valid) for name, value in events.items()}
     # Padding positions may hold arbitrary log-probs; zero them so they cannot leak NaN/inf into sums.
-    return torch.where(valid, loss, torch.zeros_like(loss)), stats
+    return torch.where(valid, loss, torch.zeros_like(loss)), stats, weight
 
 
 # ---------------------------------------------------------------------------------------------------

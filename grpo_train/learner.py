@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from grpo_train import algorithms, checkpoint, micro_batches
-from grpo_train.config import AlgorithmConfig, Config, LearnerConfig
+from grpo_train.config import Config, LearnerConfig
 from grpo_train.distributed import (
     all_reduce_max,
     all_reduce_sum,
@@ -145,15 +145,6 @@ def lr_lambda(cfg: LearnerConfig, total_steps: int):
     return factor
 
 
-def clip_range(a: AlgorithmConfig) -> tuple[float, float]:
-    """The (clip_low, clip_high) `algorithms.policy_loss` takes for the configured policy loss."""
-    if a.policy_loss == "gspo":
-        return a.gspo_clip_eps, a.gspo_clip_eps_high
-    if a.policy_loss == "cispo":
-        return 0.0, a.cispo_weight_cap
-    return a.clip_eps, a.clip_eps_high or a.clip_eps
-
-
 def disable_dropout(model: torch.nn.Module) -> None:
     """Turn off the model's dropout (nn.Dropout modules, and the attention dropout probability transformers keeps
     as a float on the attention modules). Dropout would draw new masks in every pass, so the update's log-probs
@@ -241,6 +232,7 @@ class Learner:
         if self.world == 1 and _allreduce_is_a_copy(self.engine):
             self.engine.enable_backward_allreduce = False
         self.ref = self._reference(model_path) if cfg.algorithm.kl_coef > 0 and not self.lora else None
+        self.loss_spec = algorithms.LossSpec.from_config(cfg.algorithm)  # what algorithms.policy_loss computes
         # The U-statistic monitor's per-sequence score sketches, read from hooks during the update's backward.
         self.score_sketch = ScoreSketch.for_config(self.module, cfg, self.share_prompts)
         self.pair_cost = attention_pair_cost(self.module)  # how wide the packed rows are (forward.row_capacity)
@@ -359,7 +351,6 @@ class Learner:
         # The global normaliser of this mini-batch over all ranks, so micro-batch / rank splits sum exactly; at
         # least 1, so a mini-batch whose every completion is masked has loss 0 rather than 0 / 0.
         normaliser = max(1.0, all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens)))
-        clip_low, clip_high = clip_range(a)
         # This step's statistics stay on the device, summed over micro-batches, and are read once after the step:
         # no host sync per micro-batch or head chunk.
         sums: dict[str, Tensor] = {}
@@ -380,14 +371,10 @@ class Learner:
             # On-policy (mu = 1, one mini-batch): old = current, so the ratio is exactly 1 but still carries
             # the gradient; this saves a forward pass over the batch.
             old = logp.detach() if sub.old_logp is None else sub.old_logp.to(self.device)
-            per_token, stats = algorithms.policy_loss(
-                logp, old, sub.advantages.to(self.device), cmask, kind=a.policy_loss,
-                clip_low=clip_low, clip_high=clip_high, dual_clip=a.dual_clip or None,
+            per_token, stats, weight = algorithms.policy_loss(
+                logp, old, sub.advantages.to(self.device), cmask, self.loss_spec,
                 ref_logp=None if sub.ref_logp is None else sub.ref_logp.to(self.device),
-                kl_coef=a.kl_coef, kl_kind=a.kl_estimator, kl_ratio_correction=a.kl_ratio_correction,
-                sampler_logp=sub.sampler_logp.to(self.device), tis_cap=a.tis_cap or None,
-                seq_correction=a.seq_correction, seq_low=a.seq_correction_low, seq_high=a.seq_correction_high,
-                entropy=entropy)
+                sampler_logp=sub.sampler_logp.to(self.device), entropy=entropy)
             # This micro-batch's share of the mini-batch loss: the shares of all micro-batches and ranks sum to it.
             share = algorithms.agg_loss(per_token, cmask, a.loss_agg, normaliser) * scale
             # DeepSpeed averages gradients over data-parallel ranks; the normaliser already counts every rank,
@@ -401,10 +388,7 @@ class Learner:
             loss_share = loss_share + share.detach().double()
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value.double() * count
-            if sub.staleness is not None and scale:
-                weight, _ = algorithms.mismatch_weights(
-                    old, sub.sampler_logp.to(self.device), cmask, a.tis_cap or None, a.seq_correction,
-                    a.seq_correction_low, a.seq_correction_high)
+            if sub.staleness is not None and scale:  # weight: the behaviour weights policy_loss applied
                 by_age += behaviour_by_staleness(weight, sub.staleness, cmask, by_age.shape[1])
         applied = self._step()
         out = global_step_stats(loss_share, sums, tokens, trained, len(index))

@@ -8,6 +8,7 @@ import torch
 
 from grpo_train.algorithms import (
     LOG_RATIO_CLAMP,
+    LossSpec,
     agg_loss,
     group_advantages,
     kl_estimate,
@@ -164,7 +165,7 @@ def test_clipped_surrogate_worked_example_and_zero_gradient_where_clipped():
         logp[2, 1] = 1e4
     mask = torch.tensor([[1, 1], [1, 1], [1, 0]])
     advantages = torch.tensor([2.0, -1.0, 1.0], dtype=torch.float64)
-    loss, stats = policy_loss(logp, old_logp, advantages, mask, clip_low=0.2, clip_high=0.28)
+    loss, stats, _ = policy_loss(logp, old_logp, advantages, mask, LossSpec(clip_low=0.2, clip_high=0.28))
     torch.testing.assert_close(
         loss, torch.tensor([[-2.56, -2.2], [0.8, 1.5], [-0.5, 0.0]], dtype=torch.float64)
     )
@@ -187,13 +188,13 @@ def test_dual_clip_caps_the_loss_of_negative_advantages():
     old_logp = torch.zeros(3, 1, dtype=torch.float64)
     logp = leaf_logp(old_logp, [[4.0], [2.0], [4.0]])
     advantages = torch.tensor([-1.0, -1.0, 1.0], dtype=torch.float64)
-    loss, stats = policy_loss(logp, old_logp, advantages, torch.ones(3, 1), dual_clip=3.0)
+    loss, stats, _ = policy_loss(logp, old_logp, advantages, torch.ones(3, 1), LossSpec(dual_clip=3.0))
     torch.testing.assert_close(loss, torch.tensor([[3.0], [2.0], [-1.2]], dtype=torch.float64))
     loss.sum().backward()
     torch.testing.assert_close(logp.grad, torch.tensor([[0.0], [2.0], [0.0]], dtype=torch.float64))
     assert stats["dual_clip_frac"].item() == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="dual_clip"):
-        policy_loss(logp, old_logp, advantages, torch.ones(3, 1), dual_clip=1.0)
+        policy_loss(logp, old_logp, advantages, torch.ones(3, 1), LossSpec(dual_clip=1.0))
 
 
 def test_truncated_importance_weight_and_kl_term():
@@ -208,26 +209,25 @@ def test_truncated_importance_weight_and_kl_term():
     sampler_logp = old_logp - torch.tensor([[math.log(3.0), math.log(0.5)]], dtype=torch.float64)
     ref_logp = torch.full((1, 2), math.log(0.25), dtype=torch.float64)
     entropy = torch.tensor([[0.7, 0.3]], dtype=torch.float64)
-    loss, stats = policy_loss(
+    loss, stats, weight = policy_loss(
         logp,
         old_logp,
         torch.tensor([1.0], dtype=torch.float64),
         torch.ones(1, 2),
+        LossSpec(kl_coef=0.1, kl_ratio_correction=False, tis_cap=2.0),
         ref_logp=ref_logp,
-        kl_coef=0.1,
-        kl_ratio_correction=False,
         sampler_logp=sampler_logp,
-        tis_cap=2.0,
         entropy=entropy,
     )
     torch.testing.assert_close(loss, torch.tensor([[-2.1756997, -0.5256997]], dtype=torch.float64))
     loss.sum().backward()
     torch.testing.assert_close(logp.grad, torch.tensor([[-2.1454545, -0.4954545]], dtype=torch.float64))
     assert stats["tis_weight_mean"].item() == pytest.approx(1.25)
+    torch.testing.assert_close(weight, torch.tensor([[2.0, 0.5]], dtype=torch.float64))  # the TIS weights it applied
     assert stats["kl"].item() == pytest.approx(0.243003, abs=1e-6)
     assert stats["entropy"].item() == pytest.approx(0.5)
     with pytest.raises(ValueError, match="sampler_logp"):
-        policy_loss(logp, old_logp, torch.tensor([1.0]), torch.ones(1, 2), tis_cap=2.0)
+        policy_loss(logp, old_logp, torch.tensor([1.0]), torch.ones(1, 2), LossSpec(tis_cap=2.0))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -269,8 +269,8 @@ def test_leave_one_out_gradient_is_the_u_statistic():
 
     # The full loss path at ratio 1 (first step on fresh rollouts): clipped surrogate, one token per
     # completion, aggregated per sequence -> its negative gradient is the U-statistic again.
-    per_token, _ = policy_loss(
-        logp.unsqueeze(1), logp.detach().unsqueeze(1), rloo, torch.ones(group_size, 1)
+    per_token, _, _ = policy_loss(
+        logp.unsqueeze(1), logp.detach().unsqueeze(1), rloo, torch.ones(group_size, 1), LossSpec()
     )
     loss = agg_loss(per_token, torch.ones(group_size, 1), "seq_mean_token_mean", group_size)
     (loss_gradient,) = torch.autograd.grad(loss, theta)

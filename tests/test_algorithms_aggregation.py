@@ -8,7 +8,7 @@ import pytest
 import torch
 from reference.naive_losses import naive_loss
 
-from grpo_train.algorithms import agg_loss, loss_normaliser, policy_loss
+from grpo_train.algorithms import LossSpec, agg_loss, loss_normaliser, policy_loss
 
 MODES = ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 MAX_COMPLETION_LENGTH = 9  # the configured limit, larger than any sequence below
@@ -67,15 +67,13 @@ def accumulate_gradients(
     _, tokens, mask, advantages, old_logp, ref_logp = batch
     policy.zero_grad()
     for index in rows:
-        per_token, _ = policy_loss(
+        per_token, _, _ = policy_loss(
             token_logp(policy, tokens[index]),
             old_logp[index],
             advantages[index],
             mask[index],
-            clip_low=0.2,
-            clip_high=0.28,
+            LossSpec(clip_low=0.2, clip_high=0.28, kl_coef=0.05),
             ref_logp=ref_logp[index],
-            kl_coef=0.05,
         )
         agg_loss(per_token, mask[index], mode, normaliser).backward()
     return [p.grad.clone() for p in policy.parameters()]
@@ -85,7 +83,8 @@ def accumulate_gradients(
 def test_gradient_is_invariant_to_micro_batches_and_ranks(mode):
     batch = make_batch()
     policy, mask = batch[0], batch[2]
-    _, stats = policy_loss(token_logp(policy, batch[1]), batch[4], batch[3], mask, clip_low=0.2, clip_high=0.28)
+    _, stats, _ = policy_loss(token_logp(policy, batch[1]), batch[4], batch[3], mask,
+                              LossSpec(clip_low=0.2, clip_high=0.28))
     assert stats["clip_frac_low"] > 0 and stats["clip_frac_high"] > 0  # the clipped branches take part
     normaliser = loss_normaliser(mask, mode, MAX_COMPLETION_LENGTH)
     full = accumulate_gradients(policy, batch, [list(range(8))], mode, normaliser)
@@ -148,9 +147,9 @@ def variant_gradients(policy, batch, sampler_logp, mask, rows, variant, mode, no
     _, tokens, _, advantages, old_logp, ref_logp = batch
     policy.zero_grad()
     for index in rows:
-        per_token, _ = policy_loss(token_logp(policy, tokens[index]), old_logp[index], advantages[index], mask[index],
-                                   ref_logp=ref_logp[index], kl_coef=0.05, sampler_logp=sampler_logp[index],
-                                   **VARIANTS[variant])
+        per_token, _, _ = policy_loss(token_logp(policy, tokens[index]), old_logp[index], advantages[index],
+                                      mask[index], LossSpec(kl_coef=0.05, **VARIANTS[variant]),
+                                      ref_logp=ref_logp[index], sampler_logp=sampler_logp[index])
         agg_loss(per_token, mask[index], mode, normaliser).backward()
     return [p.grad.clone() for p in policy.parameters()]
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from reference.naive_losses import naive_loss
 
-from grpo_train.algorithms import agg_loss, loss_normaliser, mismatch_weights, policy_loss
+from grpo_train.algorithms import LossSpec, agg_loss, loss_normaliser, mismatch_weights, policy_loss
 
 
 def leaf(values) -> torch.Tensor:
@@ -34,7 +34,7 @@ def test_gspo_worked_example():
         logp[3, 1] = 1e4
     mask = torch.tensor([[1, 1], [1, 1], [1, 1], [1, 0]])
     advantages = torch.tensor([1.0, 1.0, -1.0, -2.0], dtype=torch.float64)
-    loss, stats = policy_loss(logp, old, advantages, mask, kind="gspo", clip_low=0.2, clip_high=0.28)
+    loss, stats, _ = policy_loss(logp, old, advantages, mask, LossSpec(kind="gspo", clip_low=0.2, clip_high=0.28))
     torch.testing.assert_close(loss, torch.tensor([[-1.0, -1.0], [-1.28, -1.28], [0.8, 0.8], [2.4, 0.0]],
                                                   dtype=torch.float64))
     loss.sum().backward()
@@ -50,15 +50,15 @@ def test_gspo_clips_the_whole_sequence_where_ppo_clips_tokens():
     # whole sequence has no gradient; PPO (0.2) cuts token 0 only and keeps token 1's gradient -0.9.
     old = torch.zeros(1, 2, dtype=torch.float64)
     logp = leaf([[math.log(1.5), math.log(0.9)]])
-    gspo, _ = policy_loss(logp, old, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2), kind="gspo",
-                          clip_low=3e-4, clip_high=4e-4)
+    gspo, _, _ = policy_loss(logp, old, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2),
+                             LossSpec(kind="gspo", clip_low=3e-4, clip_high=4e-4))
     (gspo_grad,) = torch.autograd.grad(gspo.sum(), logp)
     assert gspo_grad.abs().max() == 0 and gspo[0, 0].item() == pytest.approx(-(1 + 4e-4))
-    ppo, _ = policy_loss(logp, old, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2))
+    ppo, _, _ = policy_loss(logp, old, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 2), LossSpec())
     (ppo_grad,) = torch.autograd.grad(ppo.sum(), logp)
     torch.testing.assert_close(ppo_grad, torch.tensor([[0.0, -0.9]], dtype=torch.float64))
     with pytest.raises(ValueError, match="one advantage per sequence"):
-        policy_loss(logp, old, torch.ones(1, 2, dtype=torch.float64), torch.ones(1, 2), kind="gspo")
+        policy_loss(logp, old, torch.ones(1, 2, dtype=torch.float64), torch.ones(1, 2), LossSpec(kind="gspo"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def test_cispo_worked_example_keeps_the_gradient_of_capped_tokens():
     logp = leaf([[math.log(0.3)], [math.log(0.1)]])
     old = (logp.detach() - torch.tensor([[math.log(3.0)], [math.log(0.5)]], dtype=torch.float64))
     advantages = torch.tensor([1.0, -1.0], dtype=torch.float64)
-    loss, stats = policy_loss(logp, old, advantages, torch.ones(2, 1), kind="cispo", clip_high=2.0)
+    loss, stats, _ = policy_loss(logp, old, advantages, torch.ones(2, 1), LossSpec(kind="cispo", clip_high=2.0))
     torch.testing.assert_close(loss, torch.tensor([[2.407946], [-1.151293]], dtype=torch.float64), atol=1e-6, rtol=0)
     loss.sum().backward()
     torch.testing.assert_close(logp.grad, torch.tensor([[-2.0], [0.5]], dtype=torch.float64))
@@ -89,8 +89,8 @@ def test_on_policy_gradient_is_the_policy_gradient_of_ppo(kind):
     advantages = torch.randn(4, generator=generator, dtype=torch.float64)
     grads = {}
     for name in ("ppo", kind):
-        per_token, _ = policy_loss(logp, logp.detach(), advantages, mask, kind=name, clip_high=0.2 if name != "cispo"
-                                   else 5.0)
+        per_token, _, _ = policy_loss(logp, logp.detach(), advantages, mask,
+                                      LossSpec(kind=name, clip_high=0.2 if name != "cispo" else 5.0))
         (grads[name],) = torch.autograd.grad(agg_loss(per_token, mask, "seq_mean_token_mean", 4), logp)
     torch.testing.assert_close(grads[kind], grads["ppo"])
     torch.testing.assert_close(grads["ppo"], -advantages[:, None] * mask / mask.sum(1, keepdim=True) / 4)
@@ -130,15 +130,15 @@ def test_sequence_mask_drops_the_policy_gradient_but_not_the_kl_term():
     # The KL term (kl_coef 0.5, pi_ref = pi / 2: x = -ln 2, k3 = 0.5 + ln 2 - 1 = 0.193147, dk3/dlogp = 0.5,
     # times r = 1 whose gradient adds k3 * 1) stays: loss 0.5 * 0.193147, grad 0.5 * (0.5 + 0.193147).
     logp = leaf([[math.log(0.4)]])
-    loss, stats = policy_loss(logp, logp.detach(), torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1),
-                              ref_logp=logp.detach() - math.log(2), kl_coef=0.5,
-                              sampler_logp=logp.detach() - math.log(4), seq_correction="mask", seq_high=3.0)
+    loss, stats, _ = policy_loss(logp, logp.detach(), torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1),
+                                 LossSpec(kl_coef=0.5, seq_correction="mask", seq_high=3.0),
+                                 ref_logp=logp.detach() - math.log(2), sampler_logp=logp.detach() - math.log(4))
     assert loss.item() == pytest.approx(0.5 * 0.193147, abs=1e-6)
     loss.sum().backward()
     assert logp.grad.item() == pytest.approx(0.5 * (0.5 + 0.193147), abs=1e-6)
     assert stats["seq_masked_frac"].item() == 1.0 and stats["seq_weight_mean"].item() == 0.0
     with pytest.raises(ValueError, match="sampler_logp"):
-        policy_loss(logp, logp.detach(), torch.tensor([1.0]), torch.ones(1, 1), seq_correction="mask")
+        policy_loss(logp, logp.detach(), torch.tensor([1.0]), torch.ones(1, 1), LossSpec(seq_correction="mask"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -151,9 +151,9 @@ def expected_kl_gradient(correction: bool, kind: str = "k3") -> tuple[torch.Tens
     ref = torch.tensor([0.5, 0.2, -0.3, 0.9, -1.2, 0.1], dtype=torch.float64).log_softmax(0)
     logp = theta.log_softmax(0)
     probs = logp.detach().exp()
-    per_outcome, _ = policy_loss(logp[:, None], logp.detach()[:, None], torch.zeros(6, dtype=torch.float64),
-                                 torch.ones(6, 1), ref_logp=ref[:, None], kl_coef=1.0, kl_kind=kind,
-                                 kl_ratio_correction=correction)
+    spec = LossSpec(kl_coef=1.0, kl_kind=kind, kl_ratio_correction=correction)
+    per_outcome, _, _ = policy_loss(logp[:, None], logp.detach()[:, None], torch.zeros(6, dtype=torch.float64),
+                                    torch.ones(6, 1), spec, ref_logp=ref[:, None])
     (expected,) = torch.autograd.grad((probs * per_outcome[:, 0]).sum(), theta)
     fresh = theta.log_softmax(0)
     (reverse,) = torch.autograd.grad((fresh.exp() * (fresh - ref)).sum(), theta)  # KL(pi || ref)
@@ -177,8 +177,9 @@ def test_kl_ratio_correction_worked_example():
     # corrected r k3 = 0.267303; gradient r * (dk3/dlogp + k3) = 1.1 * (0.545455 + 0.243003) = 0.867303
     old = torch.full((1, 1), math.log(0.5), dtype=torch.float64)
     logp = leaf([[math.log(0.55)]])
-    loss, stats = policy_loss(logp, old, torch.zeros(1, dtype=torch.float64), torch.ones(1, 1),
-                              ref_logp=torch.full((1, 1), math.log(0.25), dtype=torch.float64), kl_coef=1.0)
+    ref = torch.full((1, 1), math.log(0.25), dtype=torch.float64)
+    loss, stats, _ = policy_loss(logp, old, torch.zeros(1, dtype=torch.float64), torch.ones(1, 1),
+                                 LossSpec(kl_coef=1.0), ref_logp=ref)
     assert loss.item() == pytest.approx(0.267303, abs=1e-6) and stats["kl"].item() == pytest.approx(0.267303, abs=1e-6)
     loss.sum().backward()
     assert logp.grad.item() == pytest.approx(0.867303, abs=1e-6)
@@ -220,7 +221,8 @@ def test_loss_and_gradient_equal_the_naive_per_sequence_implementation(kind, cor
     logp, old, sampler, ref, advantages, mask, dropped = random_batch(0, kl)
     loss_mask = mask * (~dropped)[:, None] if drop else mask
     settings = {**KINDS[kind], **CORRECTIONS[correction], "kl_coef": 0.1 if kl else 0.0}
-    per_token, stats = policy_loss(logp, old, advantages, loss_mask, ref_logp=ref, sampler_logp=sampler, **settings)
+    per_token, stats, _ = policy_loss(logp, old, advantages, loss_mask, LossSpec(**settings), ref_logp=ref,
+                                      sampler_logp=sampler)
     loss = agg_loss(per_token, loss_mask, agg, loss_normaliser(loss_mask, agg, max_completion_length=9))
     (grad,) = torch.autograd.grad(loss, logp)
 

@@ -3,6 +3,7 @@
 size or a token budget) and (slow test) two ranks; the logged loss and statistics are those of the whole batch;
 dropout does not move the importance ratio."""
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -14,8 +15,9 @@ import pytest
 import torch
 from reference.naive_losses import naive_loss
 
+from grpo_train.algorithms import LossSpec
 from grpo_train.config import load_config
-from grpo_train.learner import Learner, clip_range, make_update_batch
+from grpo_train.learner import Learner, make_update_batch
 
 # lr = adam_eps = 1: Adam's first step is -g / (|g| + 1) per element (bias-corrected moments g and g^2), which
 # gives the gradient back exactly, g = -step / (1 - |step|), whatever the ZeRO stage does with it on the way.
@@ -120,11 +122,7 @@ def naive_gradient(model_path: str, cfg, batch, rows) -> tuple[float, dict[str, 
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     a = cfg.algorithm
-    clip_low, clip_high = clip_range(a)
-    settings = {"kind": a.policy_loss, "clip_low": clip_low, "clip_high": clip_high, "tis_cap": a.tis_cap or None,
-                "seq_correction": a.seq_correction, "seq_low": a.seq_correction_low,
-                "seq_high": a.seq_correction_high, "kl_coef": a.kl_coef, "kl_ratio_correction": a.kl_ratio_correction,
-                "agg": a.loss_agg, "max_tokens": cfg.rollout.max_tokens}
+    settings = {**dataclasses.asdict(LossSpec.from_config(a)), "agg": a.loss_agg, "max_tokens": cfg.rollout.max_tokens}
     prompts, completions, advantages, truncated = rollouts()
     seqs = []
     for i in rows:

@@ -6,8 +6,8 @@ code has something independent to be compared with. Nothing here imports grpo_tr
 
 `naive_loss(seqs, settings)` returns the 0-d loss of a whole batch; backward through it gives the reference
 gradient. A sequence is a dict with 1-D tensors `logp` (with gradient), `old`, `sampler`, `ref` (optional) and
-the float `advantage`; `settings` holds the same names as `algorithms.policy_loss`'s keyword arguments plus
-`agg` (loss_agg) and `max_tokens`.
+the float `advantage`; `settings` holds the same names as the fields of `algorithms.LossSpec` plus `agg`
+(loss_agg) and `max_tokens`.
 """
 
 import math

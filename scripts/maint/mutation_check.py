@@ -88,7 +88,7 @@ BREAKAGES = (
              "    if not select_in_head:\n",
              FUSED_TESTS),
     Breakage("fused-head-backward", "the fused log-prob head's backward: the hidden states' gradient halved",
-             "grpo_train/forward.py",
+             "grpo_train/logprob_kernels.py",
              "grad_hidden[chunk] = grad_logits @ weight",
              "grad_hidden[chunk] = 0.5 * grad_logits @ weight",
              FUSED_TESTS),

@@ -24,10 +24,14 @@ from cases.verifier_policy_styles import STYLES  # noqa: E402
 from grpo_train.verifier import judge_with_timeout  # noqa: E402
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--show", action="store_true", help="print each case each verifier gets wrong")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     logging.disable(logging.WARNING)  # Math-Verify warns that its own timeouts are off, once per call
     honest = sum(expected for *_, expected, _ in STYLES)
     wrong = {"ours": {"missed": [], "credited": []}, "Math-Verify": {"missed": [], "credited": []}}

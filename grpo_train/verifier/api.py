@@ -78,7 +78,10 @@ colour (red, blue, ...: verifier/text.py's list), a mix of them with at least 20
      question about money: "How much ...", "dollars", "cost", ...) and gives one value in its last clause, true
      chains read as their results ("She gets $7,500 more, so her salary is 50000 + 7500 = $57,500."); a sentence
      with a hedge, a negation, a retraction, a bound or two values in that clause, or a false chain ("50000 + 5000 =
-     $57,500") gives none. A response cut off mid-sentence concludes nothing.
+     $57,500") gives none; so does a last line that labels one value, when the label names the asked quantity or is
+     "Total" / "Result" ("Total = $18", "Daily earnings: $18"). For MATH and GSM8K a last line or sentence that
+     checks the work ("Check: 9 * 2 = 18.") is not the conclusion, unless it retracts or offers another value
+     ("Check: $20 also works."). A response cut off mid-sentence concludes nothing.
      A statement's equation stays whole ("The answer is 7 = 5.", "So 2 + 2 = 5."): its last right side alone
      would hide a false left side; the comparison judges it.
 A chat token ("<|im_end|>", "</s>") ends the response. A response that opens a reasoning block ("<think>"; or whose

@@ -102,13 +102,18 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     """A GSM8K response's answer without a marker: the whole response when it is one value ("**18**", "$18"), else
     the last clause of a complete last sentence that names the asked quantity and gives one value, its true chains
     read as their results ("Janet makes 9 * $2 = $18 every day." -> "Janet makes $18 every day"). None otherwise."""
-    text = _HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:]
+    text = without_check(_HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:])
     bare = _EMPHASIS.sub("", text)
     if len(bare) <= 40 and _BARE.match(bare):
         return bare.strip(" $.")
     if len(bare) <= 80 and "\n" not in bare and (result := _results(bare.rstrip(". "))) and _BARE.match(result):
         return result.strip(" $.")  # a response that is only a true chain: "3 + 2 = 5"
     asked = asked_words(problem)
+    if asked and (labelled := _LABEL_LINE.match(bare.rstrip().rsplit("\n", 1)[-1])) is not None:
+        label = labelled.group(1)
+        hedged = HEDGE.search(label) or UNSURE.search(label) or NEGATION.search(label) or RETRACTION.search(label)
+        if not hedged and (_GENERIC_LABEL.fullmatch(label.strip()) or _names_asked(label, asked)):
+            return labelled.group(2).strip()  # "Total = $18", "Daily earnings: $18"
     if not asked or not bare.rstrip().endswith((".", "!")):
         return None  # cut off mid-sentence, or nothing names the asked quantity
     sentence = _SENTENCES.split(bare.rstrip())[-1].rstrip(".! ")
@@ -126,6 +131,30 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     if QUALIFIER.search(clause) or APPROXIMATE.search(clause):
         return None  # "her salary is over $57,500" (the last clause with a value is the last value)
     return clause[_NUMBER.search(clause).start() :].strip()  # the value and its words: "$57,500", "5 minutes"
+
+
+# A last line that labels one value: "Total = $18", "Result: 18", "Daily earnings: $18" (a label naming the asked
+# quantity, or a generic one).
+_LABEL_LINE = re.compile(
+    r"^\s*([A-Za-z][A-Za-z' ]{0,40}?)\s*[:=]\s*(\$?\s*-?\d[\d,]*(?:\.\d+)?(?:\s+[A-Za-z]+){0,2})\s*[.!]?\s*$"
+)
+_GENERIC_LABEL = re.compile(r"(?:the\s+)?(?:final\s+)?(?:result|total|solution)", re.IGNORECASE)
+# A check of the work at the end: "Check: 9 * 2 = 18.", "Verification: 2(5) + 3 = 13 ✓" (one line, after a line
+# break or a sentence); it is not the answer, unless it offers another value or retracts.
+_CHECK_TAIL = re.compile(
+    r"(?:\n|(?<=[.!?])[ \t])[*_#>\s]*(?:check(?:ing)?|verif(?:y|ying|ication)|double[- ]check\w*)\b[^\n]{0,300}$",
+    re.IGNORECASE,
+)
+_CHECK_OFFERS = re.compile(r"\b(?:or|also|too|alternative\w*|another|either|maybe|perhaps|might|could|instead)\b", re.I)
+
+
+def without_check(text: str) -> str:
+    """The text without a last line or sentence that checks the work ("So x = 5.\n\nCheck: 2(5) + 3 = 13."), when
+    that check neither offers another value nor retracts; the text itself otherwise."""
+    check = _CHECK_TAIL.search(text, max(0, len(text) - 400))
+    if check is None or RETRACTION.search(check.group()) or _CHECK_OFFERS.search(check.group()):
+        return text
+    return text[: check.start()].rstrip()
 
 
 def _results(sentence: str) -> str | None:
@@ -170,7 +199,7 @@ def asked_equation(text: str, problem: str | None) -> str | None:
     names = asked_variables(problem)
     if not names:
         return None
-    lines = [line for line in text.rstrip()[-CLOSING_CHARS:].split("\n") if line.strip()]
+    lines = [line for line in without_check(text.rstrip()[-CLOSING_CHARS:]).split("\n") if line.strip()]
     equation = _EQUATION_LINE.match(_EMPHASIS.sub("", lines[-1])) if lines else None
     if equation is None or equation.group(1) not in names or re.search(r"\\pm|\bor\b|,|\\(?:lor|vee)", lines[-1]):
         return None  # another name, or two values ("x = 5 or x = 7", "x = \\pm 5")

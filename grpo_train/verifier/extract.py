@@ -8,7 +8,13 @@ from __future__ import annotations
 import re
 
 from grpo_train.verifier.boxes import BOX_START, SIGN_AFTER_BOX, box_is_operand, box_qualified, boxed_answer, find_boxes
-from grpo_train.verifier.commit import asked_equation, closing_statement, labelled_box, other_value_in_clause
+from grpo_train.verifier.commit import (
+    asked_equation,
+    closing_statement,
+    labelled_box,
+    other_value_in_clause,
+    without_check,
+)
 from grpo_train.verifier.hedge import (
     HEDGE,
     RETRACTION,
@@ -207,7 +213,7 @@ def _closing_answer(text: str) -> str | None:
     """The answer of a MATH response without a marker: the whole response when it is one short math
     span or a few words ("$\\frac{1}{3}$", "28 percent"); else the last math span or the only number
     of a concluding last sentence ("Therefore, there are 12 sequences.", "The matrix is: $M$")."""
-    text = _HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:]  # only the end can conclude
+    text = without_check(_HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:])  # only the end can conclude
     if len(text) <= SPAN_CHARS and (whole := MATH_SPAN.fullmatch(text.rstrip(".,"))) is not None:
         return math_content(whole)
     if len(text) <= 40 and text.count(" ") <= 3:

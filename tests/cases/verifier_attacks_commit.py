@@ -58,6 +58,14 @@ COMMIT: list[Case] = [
         ("9 * 2 = 18", True, "a response that is only a true chain"),
         ("9 * 2 = 19", False, "only a false chain"),
         ("9 * 2 = 18 or 20", False, "a chain, then two values"),
+        ("Janet makes $18.\n\nCheck: 9 * 2 = 18.", True, "a check after the closing sentence"),
+        ("Janet makes $18.\n\nCheck: actually 9 * 2 = 20.", False, "a check that retracts"),
+        ("Janet makes $18.\n\nCheck: $20 also works.", False, "a check that offers another value"),
+        ("She sells 9 eggs.\nTotal = $18", True, "a last line labelled 'Total'"),
+        ("She sells 9 eggs.\nDaily earnings: $18", True, "a last line whose label names the asked quantity"),
+        ("She sells 9 eggs.\nTotal = $18 or $20", False, "a labelled line with two values"),
+        ("She sells 9 eggs.\nMaybe total = $18", False, "a hedged label"),
+        ("She sells 16 - 3 - 4 = 9 eggs.\nEggs sold: 9", False, "a label naming another quantity"),
     ], dataset="gsm8k"),
     *_cases("commit", TRIP, "5", [
         ("The trip takes 300 / 60 = 5 hours.", True, "the unit asked"),
@@ -101,6 +109,8 @@ COMMIT: list[Case] = [
         ("Maybe it is\n\n$x = 5$", False, "a hedge on the line before, a blank line between"),
         ("We solve it.\n$x \\approx 5$", False, "an approximation"),
         ("We solve it.\n$x = 5$?", False, "a question"),
+        ("So $x = 5$.\n\nCheck: $2 \\cdot 5 + 3 = 13$.", True, "a check after the closing sentence"),
+        ("So $x = 5$.\n\nCheck: $x = 7$ also works.", False, "a check offering another value"),
     ]),
     *_cases("commit", "Solve for x: 2x + 3 = 13.", "5", [
         ("Subtract 3 and divide by 2.\nx = 5", True, "the asked variable named without math"),

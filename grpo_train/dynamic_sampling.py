@@ -2,6 +2,7 @@
 
 A group whose G rewards are equal has every centred advantage 0: it adds no gradient, yet its tokens count in the
 loss normaliser and shrink the step. `algorithm.dynamic_sampling`:
+- `off`: every group of the step's rollouts is trained (`select` still returns its record: kept = drawn = first).
 - `dapo`: after the step's B prompts, draw further rounds of B prompts (each rank its share, as in step 1) until
   every rank holds B / world groups with mixed rewards, at most `dynamic_sampling_max_rounds` extra rounds; the
   surplus of the last round is dropped. The extra rollouts are logged (train/dynamic_extra_rollouts).
@@ -80,7 +81,10 @@ def select(mode: str, first: Round, group_size: int, target: int, max_rounds: in
            draw: Callable[[int, bool], Round | None], any_rank_short: Callable[[bool], bool]) -> Sampled:
     """Keep the mixed groups of `first` (this rank's share of the step); with mode `dapo`, call draw(k, needed)
     for extra rounds k = 1.. while any rank holds fewer than `target` of them (at most max_rounds). draw must
-    advance the prompt sampler on every rank and generate only when `needed` (else return None)."""
+    advance the prompt sampler on every rank and generate only when `needed` (else return None). Mode `off`: the
+    step trains on every group of `first`, which is also all it drew."""
+    if mode == "off":
+        return Sampled(first, False, first, [g * group_size for g in range(len(first.problems))], 0, 0)
     first_mixed = mixed(first.rewards, group_size)
     parts = [first.groups(first_mixed[:target], group_size)]
     starts: list[int | None] = [None] * len(first.problems)

@@ -79,7 +79,8 @@ def evaluate(tools: RolloutTools, problems: list[Problem], cfg: Config,
              failures: FailureReports) -> dict[str, float]:
     """The training run's held-out eval (before, during and after training): greedy accuracy on the held-out problems
     (none with data.kind none: no verifier scores them), each engine decoding its part and each rank scoring its own
-    share, and the reward functions' means, over all ranks; prints each function's first failure."""
+    share, and the reward functions' means, over all ranks; prints each function's first failure. The engine's times
+    of the eval are dropped (engine.take_times): its requests are not a step's rollouts."""
     ranks = tools.engine_ranks
     items = ranks.share(run_eval(tools.engine, tools.tokenizer, tools.renderer, tools.verifier,
                                  ranks.prompts(problems), RewardConfig(), cfg.rollout.max_tokens))
@@ -98,6 +99,7 @@ def evaluate(tools: RolloutTools, problems: list[Problem], cfg: Config,
                 sums[f"eval/{key}/{value}"] = (sum(mine), len(mine))
     metrics = global_means(sums)
     failures.report(function_errors([i.functions for i in items], tools.verifier.functions), "eval/fn/")
+    tools.engine.take_times()
     return metrics
 
 

@@ -1,6 +1,6 @@
 """A step's metrics row and its samples: what the loop logs at step 8 (grpo_train/trainer.py).
 
-    record = StepRecord(group_size, first, drawn, sampled, update_stats, seconds, ...)
+    record = StepRecord(group_size, first, sampled, update_stats, seconds, ...)
     metrics = step_metrics(cfg, record, functions, world, step)     # averaged (or maxed) over all ranks
     logger.samples(step, sample_rows(drawn, renderer, functions))  # samples.jsonl's rows
 
@@ -29,8 +29,7 @@ class StepRecord:
 
     group_size: int  # G of this step
     first: Round  # the step's own prompts' round (its rewards give the zero-variance fraction)
-    drawn: Round  # every rollout drawn (the logged rewards, statuses and lengths)
-    sampled: Sampled | None  # dynamic sampling's outcome (None: off)
+    sampled: Sampled  # dynamic sampling's outcome: kept (trained), drawn (the logged rewards, statuses and lengths)
     update_stats: dict[str, float]  # Learner.update's statistics, already over all ranks
     seconds: dict[str, float]  # perf/<phase>_s: rollout, reward, logprobs, update, sync, step
     sync_gap: float | None  # train/sync_logprob_max_diff, on the steps that check it
@@ -38,12 +37,12 @@ class StepRecord:
     memory_gib: dict[str, float]  # this rank's per-phase peak memory (memory/<phase>_gib)
     skipped_steps_total: int  # optimizer steps skipped for non-finite gradients, so far
     phase: Phase | None = None  # the rollout pool's generation phase (rollout.max_staleness >= 1)
-    servers: dict[str, float] = field(default_factory=dict)  # rollout servers: ServerEngine.take_times()
+    engine_times: dict[str, float] = field(default_factory=dict)  # engine.take_times() (rollout servers' times)
 
 
 def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, step: int) -> dict[str, float]:
     """The step's metrics row, averaged (or maxed) over all ranks; docs/metrics.md defines each."""
-    drawn = record.drawn
+    drawn = record.sampled.drawn
     lengths = [len(r.completion_token_ids) for r in drawn.rollouts]
     n_tokens, n = sum(lengths), len(drawn.scores)
     seconds = record.seconds
@@ -77,12 +76,12 @@ def step_metrics(cfg: Config, record: StepRecord, functions: list, world: int, s
     metrics.update({name: all_reduce_max(gib) for name, gib in record.memory_gib.items()})
     if record.phase is not None:
         metrics.update(pool_metrics(record, step, cfg.rollout.max_staleness, cfg.rollout.placement == "colocated"))
-    if record.servers:  # where the time went with rollout servers; the servers idle while the learner works
+    if record.engine_times:  # where the time went with rollout servers; the servers idle while the learner works
         metrics.update(global_means({
-            **{name: (value, 1) for name, value in record.servers.items()},
-            "perf/server_idle_s": (seconds["step"] - record.servers["perf/server_busy_s"], 1)}))
+            **{name: (value, 1) for name, value in record.engine_times.items()},
+            "perf/server_idle_s": (seconds["step"] - record.engine_times["perf/server_busy_s"], 1)}))
     sampled = record.sampled
-    if sampled is not None:
+    if cfg.algorithm.dynamic_sampling != "off":
         kept_groups = len(sampled.kept.problems) * (not sampled.placeholder)
         dynamic = global_means({"train/dynamic_extra_rollouts": (sampled.extra_rollouts, 1),
                                 "train/dynamic_kept_groups": (kept_groups, 1),
@@ -97,7 +96,7 @@ def pool_metrics(record: StepRecord, step: int, max_staleness: int, colocated: b
     """rollout/ metrics of the rollout pool (docs/metrics.md): the staleness of the trained tokens (versions behind
     the learner before this update, step - 1) with its histogram, the phase's work, and the colocated engine's idle
     time (the learner's phases; rollout servers: perf/server_idle_s). Collective."""
-    trained = record.first if record.sampled is None else record.sampled.kept
+    trained = record.sampled.kept
     ages = staleness(trained.rollouts, step - 1)
     phase = record.phase
     metrics = global_means({

@@ -6,6 +6,9 @@
 Each rank holds a colocated vLLM engine and a DeepSpeed learner (or, with rollout.placement servers, sends its prompts
 to vLLM servers and pushes its weights to them: grpo_train/rollout/servers.py). Per step:
 data -> rollout -> reward -> advantage -> old/ref logprobs -> update -> weight sync -> log -> eval -> checkpoint.
+What the loop calls besides the learner and the engine: grpo_train/rounds.py (a step's rounds, synchronous or from
+the rollout pool, chosen once at set-up), rollout/weight_sync.py (where the weights go; the sync check),
+metrics_row.py (the metrics row), evaluation.py (the held-out eval), checkpoint.py (the trainer's state).
 Every rank rolls out its own share of the step's prompts (with rollout.tensor_parallel_size > 1 the ranks of one
 vLLM engine generate their prompts together and split the completions); a group's advantages need only its own
 G rewards, so ranks talk only inside DeepSpeed (gradients), inside vLLM and to average the logged metrics.
@@ -18,7 +21,6 @@ default (kl_coef = 0), as in DAPO and Dr. GRPO.
 
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
 
@@ -40,24 +42,9 @@ from grpo_train.prompts import PromptRenderer
 from grpo_train.rewards.failures import FailureReports
 from grpo_train.rewards.functions import reward_functions
 from grpo_train.rewards.workers import VerifierPool
-from grpo_train.rollout import (
-    EngineRanks,
-    RolloutPool,
-    SamplingSpec,
-    ServerPool,
-    make_engine,
-    rollout_seed,
-    token_staleness,
-)
+from grpo_train.rollout import EngineRanks, RolloutPool, SamplingSpec, ServerPool, make_engine
 from grpo_train.rollout.weight_sync import sync_logprob_gap
-from grpo_train.rounds import (
-    RolloutTools,
-    extra_round,
-    pooled_extra_round,
-    pooled_round,
-    roll_out_and_score,
-    step_sizes,
-)
+from grpo_train.rounds import EngineRounds, PoolRounds, RolloutTools, step_sizes
 from grpo_train.run_dir import check_shared_folder, config_changes, prepare_run_dir, save_run_config
 from grpo_train.ustat.monitor import UstatMonitor, group_sketches
 
@@ -125,6 +112,9 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
     pool = None if cfg.rollout.max_staleness == 0 else pool_kind(
         engine, SamplingSpec.from_config(cfg.rollout, n=start_g, seed=0), start_g,
         start_prompts // engine_ranks.count, cfg.rollout.max_staleness)
+    # A step's rounds (grpo_train/rounds.py): its own prompts', then dynamic sampling's; from the pool with k >= 1
+    rounds = (EngineRounds(tools, sampler, cfg.run.seed) if pool is None
+              else PoolRounds(tools, pool, sampler, cfg.run.seed))
     # Recomputed only when the update takes several optimizer steps: with one, the learner before it is the policy
     # whose ratio the loss takes (also asynchronous: the proximal policy; sampler log-probs weight the older tokens).
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
@@ -161,8 +151,7 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         before = evaluate(tools, eval_problems, cfg, failures)
         logger.log(0, before)
         logger.print(f"eval before training: {logger.eval_summary(before)} on {len(eval_problems)}")
-    if cfg.rollout.placement == "servers":
-        engine.take_times()  # the start's weight push and eval are not step 1's
+    engine.take_times()  # rollout servers: the start's weight push is not step 1's
 
     stopped = False  # by SIGTERM / SIGUSR1, at a checkpoint
     for step in range(start_step + 1, cfg.run.steps + 1):
@@ -177,45 +166,28 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         if monitor is not None:
             reason = monitor.choose_group_size(step)
             if reason is not None:
-                if pool is not None:
-                    pool.resize(monitor.group_size, monitor.prompts_per_step // engine_ranks.count,
-                                step + cfg.rollout.max_staleness)
-                    reason += f" (groups due from step {step + cfg.rollout.max_staleness} on)"
+                reason += rounds.resize(monitor.group_size, monitor.prompts_per_step // engine_ranks.count, step)
                 logger.print(f"group_size auto: {reason}")
         group_size, prompts_per_step = step_sizes(a, monitor, pool, step, engine_ranks.count)
 
         # --------------------------------------------------------------------------------------------
         # 1-3. Prompts, rollout and reward: G completions per prompt with the sampler's log-probs, each verified
-        # against its problem's gold answer and scored by the reward functions.
-        if pool is None:
-            # Synchronous: the step's batch; this rank's engine generates its part, the rank trains on a share of
-            # that. The seed depends only on (run seed, step, engine): a resumed run regenerates the same rollouts,
-            # and the ranks of one engine submit the same requests.
-            engine_problems = engine_ranks.prompts(sampler.next_batch(prompts_per_step))
-            first, seconds["rollout"], seconds["reward"] = roll_out_and_score(
-                tools, engine_problems, group_size, seed=rollout_seed(cfg.run.seed, step, engine_ranks.index))
-            phase = None
-        else:
-            # Asynchronous (rollout.max_staleness k >= 1): new prompts join the pool of groups in flight; the engine
-            # runs them all until the groups due at this step are complete, and pauses the others
-            # (rollout/async_pool.py).
-            first, phase, seconds["reward"] = pooled_round(tools, pool, sampler, cfg.run.seed, step)
-            engine_problems, seconds["rollout"] = phase.problems, phase.seconds
+        # against its problem's gold answer and scored by the reward functions. Synchronous: the step's batch, this
+        # rank's engine generates its part and the rank trains on a share of that; asynchronous (rollout.max_staleness
+        # k >= 1): new prompts join the pool of groups in flight, which runs until the groups due at this step are
+        # complete (phase: what it did).
+        first, phase, seconds["rollout"], seconds["reward"] = rounds.first(step, group_size, prompts_per_step)
         failures.check_step(first.scores, verifier.functions, cfg.reward.max_failure_fraction, step)
 
         # --------------------------------------------------------------------------------------------
         # 3b. Dynamic sampling: train on the groups with mixed rewards; dapo draws more prompts for them
         # (Asynchronous: an extra round's prompts join the pool due at this step, and the pool runs again.)
         t0 = time.perf_counter()
-        draw = (functools.partial(extra_round, tools, sampler, prompts_per_step, group_size, cfg.run.seed, step)
-                if pool is None else functools.partial(pooled_extra_round, tools, pool, phase, sampler,
-                                                       prompts_per_step, cfg.run.seed, step))
-        sampled = None if a.dynamic_sampling == "off" else dynamic_sampling.select(
-            a.dynamic_sampling, first, group_size, prompts_per_step // world, a.dynamic_sampling_max_rounds, draw,
-            lambda short: all_reduce_max(float(short)) > 0)
+        sampled = dynamic_sampling.select(a.dynamic_sampling, first, group_size, prompts_per_step // world,
+                                          a.dynamic_sampling_max_rounds, rounds.extra,
+                                          lambda short: all_reduce_max(float(short)) > 0)
         seconds["rollout"] += time.perf_counter() - t0
-        trained = first if sampled is None else sampled.kept  # the groups the update trains on
-        drawn = first if sampled is None else sampled.drawn  # every rollout drawn: the logged rewards and lengths
+        trained = sampled.kept  # the groups the update trains on (off: every group of the first round)
         peaks.mark("rollout")  # generation, dynamic sampling's extra rounds included
 
         # --------------------------------------------------------------------------------------------
@@ -240,8 +212,8 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
                                   [r.completion_token_ids for r in trained.rollouts],
                                   [r.logprobs for r in trained.rollouts], advantages, pad_id=tokenizer.pad_token_id,
                                   truncated=[r.truncated for r in trained.rollouts],
-                                  staleness=None if pool is None else token_staleness(trained.rollouts, step - 1))
-        if sampled is not None and sampled.placeholder:
+                                  staleness=rounds.token_staleness(trained.rollouts, step - 1))
+        if sampled.placeholder:
             batch.completion_mask.zero_()  # no mixed group on this rank: nothing to learn, nothing to count
         if needs_old_logp:
             batch.old_logp = learner.logprobs(batch)
@@ -262,11 +234,9 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         ustat_metrics: dict[str, float] = {}
         if monitor is not None:
             t0 = time.perf_counter()
-            first_starts = (sampled.first_round_starts if sampled is not None
-                            else [g * group_size for g in range(len(first.problems))])  # each first group's row
             sketches, scored = learner.take_score_sketches(len(trained.rollouts))
             ustat_metrics = monitor.observe(step, *group_sketches(first.rewards.view(-1, group_size), sketches,
-                                                                  scored, first_starts))
+                                                                  scored, sampled.first_round_starts))
             ustat_metrics["perf/ustat_s"] = time.perf_counter() - t0
 
         # --------------------------------------------------------------------------------------------
@@ -275,29 +245,25 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         engine.load_weights(learner.policy_weights())
         seconds["sync"] = time.perf_counter() - t0
         peaks.mark("sync")
-        server_times = engine.take_times() if cfg.rollout.placement == "servers" else {}  # perf/server_busy_s ...
+        engine_times = engine.take_times()  # rollout servers: perf/server_busy_s, ... (colocated: none)
         sync_gap = None
         if cfg.run.check_sync_every and step % cfg.run.check_sync_every == 0:
-            sync_gap = sync_logprob_gap(engine, learner, renderer.token_ids(engine_problems[0]),
+            sync_gap = sync_logprob_gap(engine, learner, renderer.token_ids(rounds.engine_problems[0]),
                                         tokenizer.pad_token_id)
-            if server_times:
-                engine.take_times()  # the check's requests: not the next step's
 
         # --------------------------------------------------------------------------------------------
         # 8. Log: averages over all ranks; samples.jsonl every samples_every steps
         seconds["step"] = time.perf_counter() - t_step
-        record = StepRecord(group_size, first, drawn, sampled, update_stats, seconds, sync_gap, ustat_metrics,
-                            peaks.metrics(), learner.skipped_nonfinite, phase, server_times)
+        record = StepRecord(group_size, first, sampled, update_stats, seconds, sync_gap, ustat_metrics,
+                            peaks.metrics(), learner.skipped_nonfinite, phase, engine_times)
         metrics = step_metrics(cfg, record, verifier.functions, world, step)
-        if cfg.run.samples_every and step % cfg.run.samples_every == 0:
-            logger.samples(step, sample_rows(drawn, renderer, verifier.functions))
+        if cfg.run.samples_every and step % cfg.run.samples_every == 0:  # every rollout drawn
+            logger.samples(step, sample_rows(sampled.drawn, renderer, verifier.functions))
 
         # --------------------------------------------------------------------------------------------
         # 9. Eval: every eval_every steps and after the last one (in the same metrics row)
         if eval_problems and (step == cfg.run.steps or (cfg.run.eval_every and step % cfg.run.eval_every == 0)):
             metrics.update(evaluate(tools, eval_problems, cfg, failures))
-            if server_times:
-                engine.take_times()  # the eval's requests: not the next step's
         logger.log(step, metrics)
         no_spread.check(step, metrics)
 

@@ -19,7 +19,8 @@ price: while the due groups' stragglers finish, the engine's batch is filled by 
 
 Bound: a group admitted at step a (version a - 1) gets a deadline d <= a + k and is trained by the update from
 version d - 1, so its oldest token is at most d - 1 - (a - 1) <= k versions old. It holds by construction: a phase
-waits for the groups due (pacing); nothing is dropped.
+waits for the groups due (pacing); nothing is dropped. `check_staleness` checks it on the groups due, here as on
+rollout servers (server_pool.py, whose phases differ only in how the completions are generated: `_generate`).
 
 Reproducibility: each request has its own seed (completion j of a group: the group's seed + j, vLLM's rule for the
 j-th of n samples, so an unpaused group is sampled as `generate` samples it; a resumed one: a seed mixed from the
@@ -37,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from grpo_train.data import Problem
@@ -169,20 +171,24 @@ class RolloutPool:
         the groups due at `step` are complete; the rest are paused. Returns the due groups (admission order), which
         leave the pool, and what the phase did."""
         started = time.perf_counter()
-        version = step - 1
         due = self._due(step)
         phase = Phase(pool_groups=len(self.groups))
+        self._generate(step, due, phase)
+        check_staleness(due, step, self.max_staleness)
+        self.groups = [g for g in self.groups if g.deadline != step]
+        phase.problems = [g.problem for g in due]
+        phase.seconds = time.perf_counter() - started
+        return due, phase
+
+    def _generate(self, step: int, due: list[PoolGroup], phase: Phase) -> None:
+        """The colocated engine streams every unfinished completion until the `due` groups are complete, then the
+        others are paused (aborted, their tokens so far kept)."""
+        version = step - 1
         live: dict[str, Completion] = {}
         requests = []
-        for group in sorted(self.groups, key=lambda g: g.number):
-            for j, completion in enumerate(group.completions):
-                if not completion.done:
-                    phase.resumed += bool(completion.tokens)
-                    phase.resumed_tokens += len(completion.tokens)
-                    request = self._request(group, j, completion)
-                    live[request.request_id] = completion
-                    requests.append(request)
-        phase.requests = len(requests)
+        for group, j, request in self._requests(phase):
+            live[request.request_id] = group.completions[j]
+            requests.append(request)
         self.engine.add_requests(requests)
         idle = 0
         while not all(g.complete for g in due):
@@ -203,10 +209,18 @@ class RolloutPool:
                     completion.finish_reason = delta.finish_reason
                     del live[delta.request_id]
         self.engine.abort(list(live))  # paused: their tokens so far are in the pool
-        self.groups = [g for g in self.groups if g.deadline != step]
-        phase.problems = [g.problem for g in due]
-        phase.seconds = time.perf_counter() - started
-        return due, phase
+
+    def _requests(self, phase: Phase, skip: Callable[[PoolGroup, int], bool] = lambda group, j: False,
+                  ) -> Iterator[tuple[PoolGroup, int, StreamRequest]]:
+        """A request for each unfinished completion j of each group (admission order) that `skip` does not leave
+        out, counted into `phase`."""
+        for group in sorted(self.groups, key=lambda g: g.number):
+            for j, completion in enumerate(group.completions):
+                if not completion.done and not skip(group, j):
+                    phase.requests += 1
+                    phase.resumed += bool(completion.tokens)
+                    phase.resumed_tokens += len(completion.tokens)
+                    yield group, j, self._request(group, j, completion)
 
     def _due(self, step: int) -> list[PoolGroup]:
         """The groups due at `step` (admission order): exactly the step's slots, none left from an earlier step."""
@@ -243,6 +257,19 @@ class RolloutPool:
         self.groups = [PoolGroup(problems[g["uid"]], list(g["prompt_ids"]), int(g["seed"]), int(g["deadline"]),
                                  int(g["number"]), [Completion(**c) for c in g["completions"]])
                        for g in state["groups"]]
+
+
+def check_staleness(due: list[PoolGroup], step: int, max_staleness: int) -> None:
+    """The bound, on the groups due at `step` (trained by the update from version step - 1): every token sampled by
+    weight version step - 1 - max_staleness or later. The colocated pool holds it by construction; rollout servers
+    label each token with their own version, so a token outside the bound is an error, not a metric."""
+    oldest = step - 1 - max_staleness
+    for group in due:
+        versions = [v for c in group.completions for v in c.versions]
+        if versions and min(versions) < oldest:
+            raise RuntimeError(f"rollout pool at step {step}: a token of group {group.number} was sampled by "
+                               f"weight version {min(versions)}, more than rollout.max_staleness "
+                               f"{max_staleness} before the learner's {step - 1}")
 
 
 def token_staleness(rollouts: list[Rollout], version: int) -> list[list[int]]:

@@ -209,6 +209,10 @@ class VLLMEngine:
             self.llm.sleep(level=2)
             self.asleep = True
 
+    def take_times(self) -> dict[str, float]:
+        """Nothing of its own: the engine runs in the learner's process, its time is the step's rollout phase."""
+        return {}
+
     def close(self) -> None:
         """Shut the engine down. vLLM also tears down torch.distributed here, so call it at the very end."""
         self.llm.llm_engine.engine_core.shutdown()
@@ -304,6 +308,10 @@ class HFEngine:
 
     def sleep(self) -> None:
         """Nothing to free: the interface matches VLLMEngine."""
+
+    def take_times(self) -> dict[str, float]:
+        """Nothing of its own, as VLLMEngine."""
+        return {}
 
     def close(self) -> None:
         """Nothing to shut down: the interface matches VLLMEngine."""

@@ -153,6 +153,11 @@ class RolloutEngine(Protocol):
         """Free the engine's accelerator memory for the learner's passes (a no-op where there is nothing to free)."""
         ...
 
+    def take_times(self) -> dict[str, float]:
+        """The engine's own timings since the last call, as metrics (rollout servers: perf/server_busy_s, ...); empty
+        for an engine in the learner's process, whose time is the step's rollout phase."""
+        ...
+
     def close(self) -> None:
         """Release the engine (its processes, its memory)."""
         ...

@@ -18,7 +18,8 @@ n = 1, the seed RolloutPool gives it) that stays in flight until it finishes, wh
 
 Bound: a group admitted at step a is sent after the push of version a - 1 and trained at its deadline d <= a + k by
 the update from version d - 1; its tokens are therefore at most d - 1 - (a - 1) <= k versions old (checked on every
-group due: a token outside the bound is an error, not a metric).
+group due by async_pool.check_staleness, as in the colocated pool: a token outside the bound is an error, not a
+metric).
 
 Not bit-reproducible, unlike the colocated pool: where a request is when the pause comes depends on the servers'
 speed. A checkpoint keeps the pool's groups and their finished completions; the requests in flight are sent again
@@ -62,28 +63,24 @@ class ServerPool(RolloutPool):
         self.in_flight: dict[tuple[int, int], Sent] = {}  # (group number, completion j) -> its request
 
     def run(self, step: int) -> tuple[list[PoolGroup], Phase]:
-        """Step `step`'s phase: the completions not in flight are sent, and the learner waits until the groups due at
-        `step` are complete (the servers hold version step - 1). Returns the due groups (admission order), which
-        leave the pool, and what the phase did (its seconds: the learner's wait)."""
-        started = time.perf_counter()
-        due = self._due(step)
-        phase = Phase(pool_groups=len(self.groups))
+        """RolloutPool's phase, its seconds the learner's wait on the servers (counted in ServerEngine's times)."""
+        due, phase = super().run(step)
+        self.engine.wait_s += phase.seconds
+        return due, phase
+
+    def _generate(self, step: int, due: list[PoolGroup], phase: Phase) -> None:
+        """The completions not in flight are sent, and the learner waits until the groups due at `step` are complete
+        (the servers hold version step - 1); the others keep going, through the learner's update."""
         engine: ServerEngine = self.engine
         for sent in self.in_flight.values():
             engine.refresh(sent)  # sent again if its server was lost (and recovered) since
-        for group in sorted(self.groups, key=lambda g: g.number):
-            for j, completion in enumerate(group.completions):
-                if not completion.done and (group.number, j) not in self.in_flight:
-                    phase.resumed += bool(completion.tokens)
-                    phase.resumed_tokens += len(completion.tokens)
-                    request = self._request(group, j, completion)
-                    # A request may stay in flight for k + 1 steps: its HTTP read deadline covers them; the
-                    # learner's wait for it has rollout.servers.timeout_s (answers' deadline).
-                    self.in_flight[group.number, j] = engine.submit(
-                        request.token_ids, request.spec, request.spec.seed, index=group.number * len(group.completions)
-                        + j, request_id=f"rank{engine.rank}-{request.request_id}",
-                        read_s=engine.timeout_s * (self.max_staleness + 2))
-                    phase.requests += 1
+        for group, j, request in self._requests(phase, skip=lambda group, j: (group.number, j) in self.in_flight):
+            # A request may stay in flight for k + 1 steps: its HTTP read deadline covers them; the learner's wait
+            # for it has rollout.servers.timeout_s (answers' deadline).
+            self.in_flight[group.number, j] = engine.submit(
+                request.token_ids, request.spec, request.spec.seed, index=group.number * len(group.completions) + j,
+                request_id=f"rank{engine.rank}-{request.request_id}",
+                read_s=engine.timeout_s * (self.max_staleness + 2))
         waiting = [(completion, self.in_flight.pop((group.number, j)))
                    for group in due for j, completion in enumerate(group.completions) if not completion.done]
         answers = engine.answers([sent for _, sent in waiting], deadline=time.monotonic() + engine.timeout_s)
@@ -94,18 +91,6 @@ class ServerPool(RolloutPool):
                 sent = self.in_flight.get((group.number, j))
                 if sent is not None and sent.answered:
                     phase.tokens += self._take(completion, self.in_flight.pop((group.number, j)), sent.future.result())
-        oldest = step - 1 - self.max_staleness
-        for group in due:
-            versions = [v for c in group.completions for v in c.versions]
-            if versions and min(versions) < oldest:
-                raise RuntimeError(f"rollout pool at step {step}: a token of group {group.number} was sampled by "
-                                   f"weight version {min(versions)}, more than rollout.max_staleness "
-                                   f"{self.max_staleness} before the learner's {step - 1}")
-        self.groups = [g for g in self.groups if g.deadline != step]
-        phase.problems = [g.problem for g in due]
-        phase.seconds = time.perf_counter() - started
-        engine.wait_s += phase.seconds
-        return due, phase
 
     def _take(self, completion: Completion, sent: Sent, answer: dict) -> int:
         """A request's answer into the completion (after any prefix it had); returns its number of tokens."""

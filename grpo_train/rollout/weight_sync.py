@@ -28,9 +28,11 @@ if TYPE_CHECKING:
 
 def sync_logprob_gap(engine: RolloutEngine, learner: Learner, prompt_ids: list[int], pad_id: int) -> float:
     """Max |engine logprob - learner logprob| over a short greedy completion, right after a weight sync
-    (train/sync_logprob_max_diff)."""
+    (train/sync_logprob_max_diff). The engine's times of the check's request are dropped (engine.take_times): it is
+    not a step's rollout."""
     greedy = engine.generate([prompt_ids], SamplingSpec(n=1, temperature=0.0, max_tokens=8, seed=0))[0]
     batch = make_update_batch([greedy.prompt_token_ids], [greedy.completion_token_ids], [greedy.logprobs],
                               torch.zeros(1), pad_id=pad_id)
     learner_logp = learner.logprobs(batch, temperature=1.0)  # greedy logprobs are the raw log-softmax
+    engine.take_times()
     return float(((learner_logp - batch.sampler_logp) * batch.completion_mask).abs().max())

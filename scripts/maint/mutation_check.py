@@ -67,7 +67,7 @@ BREAKAGES = (
              "for d in range(step, step + self.max_staleness + 2)}",
              ("tests/test_rollout_pool.py",)),
     Breakage("server-staleness", "the server pool's staleness bound: a token k + 1 versions old let through",
-             "grpo_train/rollout/server_pool.py",
+             "grpo_train/rollout/async_pool.py",
              "if versions and min(versions) < oldest:",
              "if versions and min(versions) < oldest - 1:",
              ("tests/test_server_pool.py::test_a_token_older_than_the_staleness_bound_is_an_error",)),

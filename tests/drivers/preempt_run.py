@@ -7,7 +7,8 @@ moment a test can name. Driven by tests/test_faults.py and tests/test_preemption
 
 PREEMPT_AT = "SIGNAL PHASE STEP [RANK]": as step STEP's rollout begins (PHASE rollout) or its update (PHASE update),
 this rank sends SIGNAL to its own process group (the rank and its verifier workers: what torchrun's forwarding and
-Slurm reach), once. Nothing of the trainer changes; the hooks wrap two functions it calls.
+Slurm reach), once. Nothing of the trainer changes; the hooks wrap the methods it calls (a step's first round, the
+update).
 """
 
 import os
@@ -42,8 +43,8 @@ def main() -> int:
         return fire_and_call
 
     trainer.StepStart.take = take_and_count
-    trainer.roll_out_and_score = firing("rollout", trainer.roll_out_and_score)  # synchronous
-    trainer.pooled_round = firing("rollout", trainer.pooled_round)  # rollout.max_staleness >= 1
+    trainer.EngineRounds.first = firing("rollout", trainer.EngineRounds.first)  # synchronous
+    trainer.PoolRounds.first = firing("rollout", trainer.PoolRounds.first)  # rollout.max_staleness >= 1
     Learner.update = firing("update", Learner.update)
     return train_main(sys.argv[1:])
 

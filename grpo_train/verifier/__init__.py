@@ -12,7 +12,7 @@
 - units.py: scale words on a number and the unit the problem asks in
 - commit.py: the last value committed to for the asked quantity without a marker (closing sentence, labelled boxes,
   the asked variable's equation) and another value offered in the clause after a box
-- spelling.py: scientific notation and other locales' thousands separators
+- spelling.py: scientific notation, other locales' thousands separators, number words
 - compare.py: equality of the extracted answer and the gold answer
 - rules.py: every rule that can refuse a response, by name, in run order (Judgement.rule names the one that did)
 

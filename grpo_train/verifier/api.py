@@ -144,8 +144,9 @@ its letter, not by an equation ("z = c" for (C)), or by its letter and that opti
 it ("(C) Plane"; "(C) Sphere" names two options and is wrong). Plain numbers (thousands separators, `$`, `.0`, units,
 percent, degrees, mixed numbers, repeating decimals; scientific notation with a factor from 1 up to 10: "1.2 \\times
 10^6", "1.2e6", not "12 \\times 10^5"; other locales' groups: "1'200'000", "1.200.000" (two dot groups or more: one
-is a decimal, "1.200" is 1.2), "1 234,5", "1.234,5"; comma groups stay thousands, "1,234" is 1234; number words are
-not read) and tuples, intervals and matrices of them are compared exactly as
+is a decimal, "1.200" is 1.2), "1 234,5", "1.234,5"; comma groups stay thousands, "1,234" is 1234; number words
+("twenty-five", "minus seven") are read as their digits, not ordinals, fractions or operations in words) and tuples,
+intervals and matrices of them are compared exactly as
 fractions without SymPy: 1.5 equals 3/2 (C7), 0.33 does not equal 1/3, 28 answers 28% (C6), but "5%" does not answer
 5 when neither the gold nor the problem speaks of a percent; work in brackets after the answer that comes to it
 exactly is shown work ("18 (3 + 15)", "18 (= 3 + 15)"), any other bracketed value a second one; a multiplier word or

@@ -20,6 +20,7 @@ import re
 
 from grpo_train.verifier.form import exact_value
 from grpo_train.verifier.hedge import HEDGE, RETRACTION, SENTENCE_END, UNSURE, same_answer
+from grpo_train.verifier.spelling import number_words_as_digits
 from grpo_train.verifier.text import APPROXIMATE, MATH_SPAN, NEGATION, QUALIFIER, as_number, math_content
 
 CLOSING_CHARS = 2000  # how much of an unmarked response's end is read
@@ -121,7 +122,7 @@ def closing_statement(text: str, problem: str | None) -> str | None:
         return None
     if RETRACTION.search(sentence) or "?" in sentence:
         return None
-    reduced = _results(sentence)
+    reduced = _results(number_words_as_digits(sentence))  # "so she earns eighteen dollars" (#59)
     if reduced is None or "=" in reduced:
         return None  # a false chain: its left side would be hidden
     clauses = [clause for clause in _CLAUSES.split(reduced) if _NUMBER.search(clause)]

@@ -27,7 +27,7 @@ from grpo_train.verifier.form import (
     unexpanded,
 )
 from grpo_train.verifier.rules import refuse
-from grpo_train.verifier.spelling import spelled_number
+from grpo_train.verifier.spelling import number_words_as_digits, spelled_number
 from grpo_train.verifier.text import (
     APPROXIMATE,
     ASSIGNMENT,
@@ -164,6 +164,8 @@ def answers_match(answer: str, gold: str, dataset: str, response: str = "", prob
         if labelled.group(1).upper() == letter.group(1).upper() and own_text == _squeezed(labelled.group(2)):
             return True
         return refuse("option_text")
+    if (words := number_words_as_digits(answer)) != answer and as_number(clean(gold)) is not None:
+        answer = words  # "\\text{twenty-five}" is 25 (#59): read before the scale rules ("five hundred" is 500)
     if _qualified(answer, gold):
         return refuse("qualified")
     if _other_angle_unit(answer, gold):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from grpo_train.verifier.form import exact_value
+from grpo_train.verifier.spelling import NUMBER_WORD, number_words_as_digits
 from grpo_train.verifier.text import EQUALS, MATH_SPAN, NUMBER_TOKEN, as_number, canonical, clean, gsm8k_number
 
 SPAN_CHARS = 300  # how far after "the answer is" we read the answer
@@ -106,7 +107,7 @@ _RULED_OUT = re.compile(
     r"\b(?:not|never|cannot|extraneous|reject\w*|ruled?\s+out|discard\w*|invalid|impossible|violat\w*|would)\b|n't\b",
     re.IGNORECASE,
 )
-_ANY_VALUE = re.compile(r"\d|\$|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b", re.I)
+_ANY_VALUE = re.compile(rf"\d|\$|{NUMBER_WORD.pattern}", re.I)  # a digit or a number word (spelling.py)
 # A value that is not excluded is offered: "7 cannot be ruled out.", "Can't rule out 7."; a list of candidates offers
 # each of its values ("Possible answers: 5, 7."); "If not, 7." is a condition, not a denial.
 _NOT_RULED_OUT = re.compile(
@@ -176,6 +177,8 @@ def _line_value(line: str) -> str | None:
             bare = bare.replace("{", " ").replace("}", " ").strip()
         if bare.lower() in _NUMBER_WORDS:
             return _NUMBER_WORDS[bare.lower()]
+        if (digits := number_words_as_digits(bare)) != bare and as_number(digits) is not None:
+            return digits  # "Twenty-five." (#59)
         if bare and as_number(clean(bare)) is not None:
             return bare
     return None
@@ -200,7 +203,7 @@ def same_answer(first: str, second: str) -> bool:
     """Whether two boxes of one response agree (same text, or same number: 15\\frac{39}{40} and 639/40)."""
     if first == second:
         return True  # one box, compared with itself by boxes.py's boxed_answer
-    numbers = as_number(clean(first)), as_number(clean(second))
+    numbers = as_number(clean(number_words_as_digits(first))), as_number(clean(number_words_as_digits(second)))
     same_number = None not in numbers and numbers[0].value == numbers[1].value
     return same_number or canonical(first) == canonical(second)
 
@@ -302,6 +305,7 @@ def offered_later(rest: str, answer: str, by_value: bool = False) -> bool:
         if (value := _line_value(line)) is not None and not same_answer(value, answer):
             return True
     for sentence in SENTENCE_BREAK.split(rest):
+        sentence = number_words_as_digits(sentence)  # "Wait, no, it might be seven." (#59)
         values = []
         if RETRACTION.search(sentence) and HEDGE.search(sentence):  # "Wait, no, it might be 7."
             values = _values_in(sentence)

@@ -191,6 +191,10 @@ RECALLS: tuple[Recall, ...] = (
            "comma after such groups; one dot group is a decimal, comma groups are thousands",
            Example("The answer is 1'200'000.", "1200000", "gsm8k", CITY),
            Example("The answer is 1.234.", "1234", "gsm8k", APPLES)),
+    Recall("number_words", "an English cardinal in words (zero to 999,999,999, hyphens, 'and', a sign word) where a "
+           "final answer is read; not an ordinal, a fraction, an operation in words or another language",
+           Example("So Tom has five apples.\nThe answer is five.", "5", "gsm8k", APPLES),
+           Example("The answer is five or seven.", "5", "gsm8k", APPLES)),
     Recall("currency_and_units", "a currency sign before or after the value, trailing zeros, the asked unit spelled "
            "out or abbreviated; another unit of the kind asked is another value",
            Example("Her salary is 57,500.00 €.", "57500", "gsm8k", SALARY),

@@ -3,14 +3,14 @@ way to credit an answer beside the hedges it could open, shown refused.
 
   commit     the last value committed to for the asked quantity: an unmarked last sentence (GSM8K), the last of
              labelled boxes, an equation of the asked variable, a box with a clause about another quantity after it
-  spelling   other spellings of one number: scientific notation, other locales' separators, a decimal comma,
-             currency after the value, trailing zeros, units spelled out; ambiguous separators stay refused
+  spelling   other spellings of one number: number words, scientific notation, other locales' separators, a decimal
+             comma, currency after the value, trailing zeros, units spelled out; ambiguous separators stay refused
   reasoning  a reasoning block: only what follows its close is the answer
 """
 
 from __future__ import annotations
 
-from cases.verifier_case import Case, _cases
+from cases.verifier_case import Case, _box, _cases
 
 SALARY = "Maria earns $50,000 a year and gets a 15% raise. What is her salary after the raise?"
 EGGS = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. She sells the "
@@ -173,6 +173,76 @@ SPELLING: list[Case] = [
         ("The answer is \\boxed{57.500 €}", False, "one dot group is a decimal (57.5), even before a euro sign"),
         ("The answer is 57,500.00.", True, "trailing zeros"),
     ], dataset="gsm8k"),
+    # Number words (#59 rule 2): an English cardinal read as its digits where a final answer is read; an ordinal, a
+    # fraction, an operation in words, another language, or two values in words are not one cardinal.
+    *_cases("spelling", EGGS, "18", [
+        ("The answer is eighteen.", True, "a number in words after 'The answer is'"),
+        ("#### Eighteen", True, "a number in words after ####, capitalised"),
+        ("She sells 16 - 3 - 4 = 9 eggs for 9 * 2 = 18 dollars.\nSo she makes eighteen dollars every day.", True,
+         "a number in words in an unmarked last sentence"),
+        ("The answer is eighteen or twenty.", False, "two values in words"),
+        ("The answer is eighteen, no, twenty.", False, "a retraction inside the answer, in words"),
+        ("The answer is twenty, no, eighteen.", False, "a retraction inside the answer, the gold last"),
+        ("The answer is eighteen. Wait, no, it might be twenty.", False, "a hedged retraction to a value in words"),
+        ("The answer is 18. Wait, no, it might be twenty.", False, "a retraction in words after digits"),
+        ("#### twenty\nThe answer is $\\boxed{18}$.", False, "#### in words gives another value than the box"),
+        ("Janet has eighteen dollars to spend, so she goes to the market.", False, "a number word only mid-text"),
+        ("The answer is the eighteenth.", False, "an ordinal is not the cardinal"),
+        ("The answer is a few dollars.", False, "'a few' is no number"),
+        ("The answer is several dollars.", False, "'several' is no number"),
+        ("The answer is dix-huit.", False, "number words in another language are not read"),
+        ("The answer is eighteen thousand.", False, "a scale word makes another number (18000)"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", EGGS, "3", [
+        ("So she makes $18 every day, with three eggs left.", False,
+         "a number word for another quantity after the answer is not the answer"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "5", [
+        ("The answer is five or seven.", False, "two values in words"),
+        ("The answer is five, no, seven.", False, "a retraction inside the answer"),
+        ("The answer is cinq.", False, "French is not read"),
+        ("The answer is fifth.", False, "an ordinal"),
+        ("The answer is five hundred.", False, "five hundred is 500"),
+        ("The answer is the fifth one.", False, "an ordinal then 'one'"),
+        ("Final answer: five", True, "a number in words after 'Final answer:'"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "7", [
+        ("The answer is five or seven.", False, "two values in words, the gold last"),
+        ("The answer is five, no, seven.", False, "a retraction inside the answer, the gold last"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "1", [
+        ("The answer is the blue one.", False, "'one' after a determiner is a pronoun"),
+        ("The answer is one half.", False, "a fraction in words"),
+        ("The answer is one.", True, "one"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "205", [
+        ("The answer is twenty five.", False, "twenty five is 25"),
+        ("The answer is two hundred and five.", True, "'and' after hundred"),
+        ("The answer is two hundred five.", True, "without 'and'"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", None, "25", [
+        ("Working it out.\nSo the final answer is $\\boxed{\\text{twenty-five}}$.", True, "hyphenated, in a box"),
+        ("So the final answer is $\\boxed{\\text{Twenty Five}}$.", True, "spaces, capitals"),
+        ("So the final answer is $\\boxed{\\text{twenty-five or thirty}}$.", False, "two values in a box"),
+        ("So the final answer is $\\boxed{\\text{twenty-five}}$, or maybe thirty.", False, "another value after it"),
+        ("So the final answer is $\\boxed{\\text{vingt-cinq}}$.", False, "French"),
+        ("So the final answer is $\\boxed{\\text{thirty minus five}}$.", False, "an operation in words"),
+        ("So the final answer is $\\boxed{\\text{twenty-fifth}}$.", False, "an ordinal"),
+    ]),
+    *_cases("spelling", "Find $x$ if $x + 7 = 0$.", "-7", [
+        (_box("\\text{minus seven}"), True, "a sign word before the number"),
+        (_box("\\text{negative seven}"), True, "'negative'"),
+        (_box("\\text{seven}"), False, "the sign left out"),
+    ]),
+    *_cases("spelling", CITY, "1200000", [
+        ("The answer is one million two hundred thousand.", True, "millions and thousands in words"),
+        ("The answer is twelve hundred thousand.", False, "'twelve hundred' is not read (a scale after a teen)"),
+        ("The answer is one million two hundred thousand people, or maybe more.", False, "a hedge after it"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", "How many sequences are there?", "12", [
+        ("Counting each case, therefore, there are twelve sequences.", True, "a MATH closing sentence in words"),
+        ("Counting each case, therefore, there are twelve or thirteen sequences.", False, "two values"),
+    ]),
     *_cases("spelling", APPLES, "-5", [
         ("The answer is \u22125.", True, "a unicode minus"),
         ("The answer is \u22125 or 5.", False, "two values, unicode minus"),

@@ -213,7 +213,7 @@ NEAR: list[Case] = [
     *_cases("near", "Find $x$ if $x - 2 = 3$.", "5", [
         (_box("4.9\\overline{9}"), False, "a period of nines: another spelling of 5, not a final answer"),
         (_box("4.\\overline{9}"), False, "a period of nines right after the point"),
-        (_box("\\text{five}"), False, "a number in words is not a number written out (as Math-Verify reads it)"),
+        (_box("\\text{five}"), True, "a number in words a human reads as that number is the answer (#59 rule 2)"),
     ]),
     *_cases("near", "Write $\\frac{1}{3}$ as a decimal.", "0.\\overline{3}", [
         (_box("0.\\overline{3}"), True, "a repeating decimal that is not all nines"),

@@ -89,6 +89,5 @@ STYLES: list[tuple[str, str, str, str | None, bool, str]] = [
     ("$\\boxed{4}$ full boxes, or 5 if a partial box counts.", "4", "gsm8k", PENCILS, False, "another value after"),
 ]
 
-# Honest answers still scored 0: number words are refused by the answer-form rule (tests/cases' "a number in words is
-# not a number written out"); crediting them would change two labelled attack verdicts (#59 left it open).
-KNOWN_MISSES = {"a number word", "number words"}
+# Honest answers still scored 0 (number words score since #59's number_words rule: none left).
+KNOWN_MISSES: set[str] = set()

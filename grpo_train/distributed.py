@@ -8,8 +8,12 @@ CPU and GPU differ here in a few lines (`on_gpu`): gloo on CPU, NCCL on CUDA, te
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import socket
+import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -46,8 +50,35 @@ def init_distributed() -> tuple[int, int]:
     if not dist.is_initialized():
         if on_gpu():
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        for line in stale_build_locks():
+            print(line, file=sys.stderr, flush=True)
         deepspeed.init_distributed(dist_backend="nccl" if on_gpu() else "gloo", verbose=False)
     return dist.get_rank(), dist.get_world_size()
+
+
+STALE_LOCK_S = 600  # a JIT build of a DeepSpeed op takes 1-3 minutes
+
+
+def stale_build_locks(max_age_s: float = STALE_LOCK_S) -> list[str]:
+    """One line per lock file in torch's extension build folder older than `max_age_s`.
+
+    DeepSpeed builds some ops the first time they load (on CPU its shared-memory collectives at start-up; on a GPU
+    FusedAdam and others where no prebuilt op is installed), holding `<build root>/<op>/lock` meanwhile. A process
+    killed during that build (SIGKILL, a preempted job) leaves the lock, and every later run that loads the op then
+    waits on it forever without a word (torch's FileBaton): found by scripts/studies/soak.py. The lock is not removed
+    here (another job sharing the folder may be building), only named, with the command that removes it."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    lines = []
+    for lock in sorted(glob.glob(os.path.join(root, "**", "lock"), recursive=True)):
+        with contextlib.suppress(OSError):  # released since the listing
+            age = time.time() - os.path.getmtime(lock)
+            if age > max_age_s:
+                lines.append(f"grpo-train: warning: {lock} is {age / 60:.0f} min old: a build of a DeepSpeed op that "
+                             "was killed leaves it, and the run waits on it for ever; if no other job is building "
+                             f"this op, remove it: rm {lock}")
+    return lines
 
 
 def _is_live(group: dist.ProcessGroup) -> bool:

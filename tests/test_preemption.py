@@ -159,3 +159,24 @@ def test_two_ranks_stop_together_when_one_is_signalled_and_resume(tmp_path):
     assert last_line(output).startswith("grpo-train: stopped by SIGUSR1 after step 3")
     assert f"last complete checkpoint: {run_dir / 'checkpoints' / 'step-000003'}; " in last_line(output)
     assert [r["step"] for r in rows(run_dir)] == [1, 2, 3]
+
+
+# ----------------------------------------------------------------------------------------------------
+# A build killed mid-way
+
+
+def test_a_lock_left_by_a_killed_op_build_is_named_with_the_command_that_removes_it(tmp_path, monkeypatch):
+    """The soak (scripts/studies/soak.py) met it: SIGKILL during DeepSpeed's JIT build of an op left
+    <build root>/<op>/lock, and every later start waited on it for ever, printing nothing."""
+    from grpo_train.distributed import STALE_LOCK_S, stale_build_locks
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    old, fresh = tmp_path / "py311_cpu" / "deepspeed_shm_comm" / "lock", tmp_path / "py311_cpu" / "fused_adam" / "lock"
+    for lock in (old, fresh):
+        lock.parent.mkdir(parents=True)
+        lock.touch()
+    assert stale_build_locks() == []  # a build under way
+    os.utime(old, (time.time() - STALE_LOCK_S - 120, time.time() - STALE_LOCK_S - 120))
+    (line,) = stale_build_locks()
+    assert line.startswith(f"grpo-train: warning: {old} is 12 min old") and line.endswith(f"rm {old}")
+    assert old.exists() and fresh.exists()  # named, never removed: another job may be building

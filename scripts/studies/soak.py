@@ -233,7 +233,9 @@ class Soak:
                 self.disk_full_attempt()
         final = self.attempt(pending)
         if final.exit_code != 0:
-            final.problems.append(f"the last attempt exited {final.exit_code}")
+            final.problems.append(f"the last attempt exited {final.exit_code}: {final.last_lines[-1:]}")
+            return {"layout": self.layout, "seconds": round(time.monotonic() - started),
+                    "problems": [p for a in self.attempts for p in a.problems]}
         return self.report(time.monotonic() - started)
 
     def disk_full_attempt(self) -> None:
@@ -334,17 +336,21 @@ def main() -> int:
         if not args.no_reference:
             print(f"{layout}: the uninterrupted reference", flush=True)
             reference = Soak(layout, args.steps, args.out / f"{layout}-reference", chaos=False).run()
-            equal, diff = same_weights(args.out / layout / "run", args.out / f"{layout}-reference" / "run")
-            result["final_weights_bit_identical_to_uninterrupted"] = equal
-            result["final_weights_max_abs_diff"] = diff
             result["reference_seconds"] = reference["seconds"]
             result["reference_problems"] = reference["problems"]
+            if not reference["problems"]:  # a reference that did not finish has no final weights to compare
+                equal, diff = same_weights(args.out / layout / "run", args.out / f"{layout}-reference" / "run")
+                result["final_weights_bit_identical_to_uninterrupted"] = equal
+                result["final_weights_max_abs_diff"] = diff
         results.append(result)
         print(json.dumps({k: v for k, v in result.items() if k != "attempts"}, indent=1), flush=True)
-    (args.out / "soak.json").write_text(json.dumps(results, indent=1) + "\n")
+        (args.out / "soak.json").write_text(json.dumps(results, indent=1) + "\n")  # after each layout
     print(f"\n{'layout':8s} {'steps':>5s} {'attempts':>8s} {'lost':>4s} {'dup':>4s} {'procs':>5s} {'rss growth':>10s} "
           f"{'fds':>9s} {'ckpts':>5s} {'same weights':>12s}  problems")
     for r in results:
+        if "memory_last_200_steps" not in r:  # did not finish
+            print(f"{r['layout']:8s} did not finish: {'; '.join(r['problems'])}")
+            continue
         mem = r["memory_last_200_steps"]
         fds = mem["memory/host_open_files"]
         print(f"{r['layout']:8s} {r['steps']:5d} {len(r['attempts']):8d} {len(r['rows_missing']):4d} "

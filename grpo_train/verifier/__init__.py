@@ -16,7 +16,7 @@
 - compare.py: equality of the extracted answer and the gold answer
 - rules.py: every rule that can refuse a response, by name, in run order (Judgement.rule names the one that did)
 
-Batches are scored in worker processes by grpo_train.rewards.pool.
+Batches are scored in worker processes by grpo_train.rewards.workers.
 """
 
 from grpo_train.verifier.api import (
@@ -30,7 +30,7 @@ from grpo_train.verifier.api import (
     warm_up,
 )
 
-# The per-item timer, for the worker processes of grpo_train.rewards.pool (re-exported, not in __all__ as before)
+# The per-item timer, for the worker processes of grpo_train.rewards.workers (re-exported, not in __all__ as before)
 from grpo_train.verifier.api import ItemTimeout as ItemTimeout
 from grpo_train.verifier.api import keep_timeout_handler as keep_timeout_handler
 from grpo_train.verifier.api import raise_item_timeout as raise_item_timeout

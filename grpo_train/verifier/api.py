@@ -3,7 +3,7 @@
     is_correct(response, gold, "gsm8k")       # -> bool, in this process
     judge(response, gold, "math", problem)    # -> Judgement(correct, formatted, answer, status, error, rule)
 
-Batches go through `grpo_train.rewards.pool` (worker processes, hard per-item timeout). The work is split
+Batches go through `grpo_train.rewards.workers` (worker processes, hard per-item timeout). The work is split
 over the modules of grpo_train/verifier/: text (what is printed, normalised spellings, plain numbers), extract
 (finding the final answer), boxes (the boxed answer, and a qualifier or operand right around the box), hedge
 (retractions, hedges, other values offered), form (answer-form rules, cost bound), units (scale words, the unit

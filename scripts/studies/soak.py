@@ -320,15 +320,19 @@ def same_weights(a: Path, b: Path) -> tuple[bool, float]:
     return all(torch.equal(wa[k], wb[k]) for k in wa), diff
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
+    p.add_argument("--steps", type=int, default=440)
+    p.add_argument("--no-reference", action="store_true", help="skip the uninterrupted runs")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "soak")
+    return p
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS))
-    parser.add_argument("--steps", type=int, default=440)
-    parser.add_argument("--no-reference", action="store_true", help="skip the uninterrupted runs")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "soak")
-    args = parser.parse_args()
+    args = parser().parse_args()
     if args.steps < 120:
-        parser.error("--steps: at least 120 (the faults end at step 90, then 200 steps are measured at best)")
+        parser().error("--steps: at least 120 (the faults end at step 90, then 200 steps are measured at best)")
     results = []
     for layout in args.layouts:
         print(f"{layout}: {args.steps} steps under chaos", flush=True)

@@ -34,7 +34,7 @@ TINY = REPO / "configs" / "tiny-cpu.yaml"
 RUN = ["run.steps=4", "run.checkpoint_every=1", "run.eval_size=0", "run.samples_every=1", "rollout.max_tokens=16",
        "algorithm.prompts_per_step=2", "algorithm.group_size=2", "algorithm.kl_coef=0.05", "learner.weight_decay=0.1",
        "reward.num_workers=1", "model.max_model_len=256", "rollout.cpu_kvcache_gb=0.125"]
-WALL_CLOCK = ("perf/", "time")  # the only metrics allowed to differ between two runs
+WALL_CLOCK = ("perf/", "memory/", "time")  # the only metrics allowed to differ between two runs (memory/host_*)
 
 
 DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")

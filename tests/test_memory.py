@@ -291,8 +291,9 @@ def test_host_usage_sees_this_process_memory_its_open_files_and_its_children():
 
     import numpy as np
 
+    block = np.zeros(2**25)  # 256 MiB, mapped but not yet written: not resident
     before = host_usage()
-    block = np.ones(2**25)  # 256 MiB, every page written
+    block[:] = 1.0  # every page written: resident now (a fresh mapping, so no heap a test before freed is reused)
     files = [tempfile.TemporaryFile() for _ in range(7)]  # noqa: SIM115 (closed below)
     child = subprocess.Popen([sys.executable, "-c", "import sys, numpy; a = numpy.ones(2**24); sys.stdin.read()"],
                              stdin=subprocess.PIPE)

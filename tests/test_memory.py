@@ -284,6 +284,7 @@ def test_host_usage_sees_this_process_memory_its_open_files_and_its_children():
     """The per-step host figures (memory/host_*) that a long run watches for leaks: 256 MiB written here shows in
     this process's resident memory, files opened here in its open files, and a child process's memory in the
     children's figure."""
+    import mmap
     import subprocess
     import sys
     import tempfile
@@ -291,9 +292,11 @@ def test_host_usage_sees_this_process_memory_its_open_files_and_its_children():
 
     import numpy as np
 
-    block = np.zeros(2**25)  # 256 MiB, mapped but not yet written: not resident
+    # 256 MiB mapped straight from the kernel, not through malloc: an allocator (glibc, or a tcmalloc that a library
+    # preloads) may hand back memory a test before freed and that is still resident, hiding the growth
+    region = mmap.mmap(-1, 2**28)
     before = host_usage()
-    block[:] = 1.0  # every page written: resident now (a fresh mapping, so no heap a test before freed is reused)
+    np.frombuffer(region, dtype=np.uint8)[:] = 1  # every page written: resident now
     files = [tempfile.TemporaryFile() for _ in range(7)]  # noqa: SIM115 (closed below)
     child = subprocess.Popen([sys.executable, "-c", "import sys, numpy; a = numpy.ones(2**24); sys.stdin.read()"],
                              stdin=subprocess.PIPE)
@@ -309,4 +312,4 @@ def test_host_usage_sees_this_process_memory_its_open_files_and_its_children():
     assert during["memory/host_open_files"] - before["memory/host_open_files"] >= 7
     assert during["memory/host_children_rss_gib"] >= 0.12 > before["memory/host_children_rss_gib"]
     assert PhasePeaks().metrics().keys() >= before.keys()  # the step's memory metrics carry them on every device
-    del block
+    region.close()

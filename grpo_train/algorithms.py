@@ -39,18 +39,15 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+# The modes each function accepts, spelled once in the config's schema (validation checks the same tuples).
+from grpo_train.config import ADVANTAGE_MODES, AGG_MODES, KL_KINDS, POLICY_LOSSES, SEQ_CORRECTIONS
+
 if TYPE_CHECKING:
     from grpo_train.config import AlgorithmConfig
 
 # exp(20) ~ 4.9e8: large enough that no realistic log-ratio is touched, small enough that exp() stays far
 # from fp32 overflow (~3.4e38) and that a single wild token cannot dominate a whole update.
 LOG_RATIO_CLAMP = 20.0
-
-ADVANTAGE_MODES = ("grpo", "dr_grpo", "rloo", "none")
-KL_KINDS = ("k1", "k2", "k3")
-AGG_MODES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-POLICY_LOSSES = ("ppo", "gspo", "cispo")
-SEQ_CORRECTIONS = ("none", "truncate", "mask")
 
 
 # ---------------------------------------------------------------------------------------------------

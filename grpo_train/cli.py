@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from grpo_train.config import ConfigError, field_docs, load_config, preset_report, to_yaml
+from grpo_train.config import TEMPLATES, ConfigError, field_docs, load_config, preset_report, to_yaml
 from grpo_train.memory import DEFAULT_GPU_GIB, memory_report
 
 
@@ -225,7 +225,7 @@ def _eval_parser() -> argparse.ArgumentParser:
                         "else 200)")
     parser.add_argument("--k", type=int, default=1, help="samples per problem for pass@k / mean@k (1 = greedy only)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature for --k > 1")
-    parser.add_argument("--template", choices=["chat", "fewshot", "raw"], help="prompt template (default: chat)")
+    parser.add_argument("--template", choices=TEMPLATES, help="prompt template (default: chat)")
     parser.add_argument("--num-shots", type=int, help="worked examples of the fewshot template (default: 3)")
     parser.add_argument("--max-tokens", type=int, help="completion length cap (default: 512)")
     parser.add_argument("--max-model-len", type=int, help="prompt + completion cap, in tokens (default: 2048)")

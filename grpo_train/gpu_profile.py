@@ -291,7 +291,7 @@ def variants(precision: str) -> list[tuple[str, list[str]]]:
     """The learner variants the profile times, the most telling first: (name, overrides of the check's config).
     The check's config is the default: packing on, fused head on, ZeRO-2, no compile, no gradient checkpointing,
     sdpa attention."""
-    # bf16 refuses ZeRO-0 (config.py): ZeRO-1 is its variant without partitioned gradients (on one rank neither
+    # bf16 refuses ZeRO-0 (config/checks.py): ZeRO-1 is its variant without partitioned gradients (on one rank neither
     # stage partitions anything; the code paths differ).
     no_partition = ("ZeRO-0", "learner.zero_stage=0") if precision == "fp32" else ("ZeRO-1", "learner.zero_stage=1")
     return [("default", []),

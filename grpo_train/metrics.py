@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from grpo_train.config import Config, ConfigError, to_dict
+from grpo_train.config import LOG_LEVELS, Config, ConfigError, to_dict
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -71,8 +71,8 @@ class _DropKnownHarmless(logging.Filter):
 def library_log_level(level: str) -> str:
     """run.log_level, or GRPO_TRAIN_LOG_LEVEL when set; ConfigError for anything but warning, info, debug."""
     level = os.environ.get("GRPO_TRAIN_LOG_LEVEL", level).lower()
-    if level not in ("warning", "info", "debug"):
-        raise ConfigError(f"GRPO_TRAIN_LOG_LEVEL: {level!r} is not one of warning, info, debug")
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"GRPO_TRAIN_LOG_LEVEL: {level!r} is not one of {', '.join(LOG_LEVELS)}")
     return level
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from grpo_train.config import DataConfig
+from grpo_train.config import TEMPLATES, DataConfig
 from grpo_train.data import DataError, Problem
 from grpo_train.synthetic import synthetic_shots
 
@@ -92,8 +92,8 @@ class PromptRenderer:
     """Turns a Problem into the prompt text / token ids of the configured template."""
 
     def __init__(self, tokenizer: Any, cfg: DataConfig):
-        if cfg.template not in ("chat", "fewshot", "raw"):
-            raise ValueError(f"data.template: {cfg.template!r} is not one of chat, fewshot, raw")
+        if cfg.template not in TEMPLATES:
+            raise ValueError(f"data.template: {cfg.template!r} is not one of {', '.join(TEMPLATES)}")
         if cfg.template != "raw" and not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 f"data.template={cfg.template}: the tokenizer has no chat template; use data.template=raw "

@@ -108,7 +108,7 @@ def test_cpu_bf16_flag_detection():
 
 @pytest.mark.parametrize("native, expected", [(True, ("bfloat16", "bf16")), (False, ("float32", "fp32"))])
 def test_auto_precision_resolves_per_machine(tmp_path, monkeypatch, native, expected):
-    monkeypatch.setattr("grpo_train.config.native_bf16", lambda: native)
+    monkeypatch.setattr("grpo_train.config.auto.native_bf16", lambda: native)
     cfg = load_config(write(tmp_path, "model:\n  dtype: auto\nlearner:\n  precision: auto\n  zero_stage: 1\n"))
     assert (cfg.model.dtype, cfg.learner.precision) == expected
     # an explicit value is kept whatever the machine; the two keys resolve independently
@@ -187,6 +187,23 @@ def test_bad_config_names_the_key_and_file(tmp_path, text, overrides, key):
         load_config(path, overrides)
     assert key in str(err.value)
     assert str(path) in str(err.value)
+
+
+def test_the_check_tables_name_known_keys_and_the_defaults_pass_them():
+    """CHOICES and CHECKS are data: every row names a key of the tree, the defaults meet every row, a failing row's
+    error is `<key>: <value> <requirement>`, and the loss code accepts exactly the modes validation lets through."""
+    from grpo_train import algorithms
+    from grpo_train.config import CHECKS, CHOICES
+
+    keys = field_docs()
+    assert set(CHOICES) <= set(keys) and {check.key for check in CHECKS} <= set(keys)
+    cfg = Config()
+    assert [key for key, allowed in CHOICES.items() if get_key(cfg, key) not in allowed] == []
+    assert [check.key for check in CHECKS if not check.test(cfg)] == []
+    with pytest.raises(ConfigError, match=r"'rollout.top_k=0'\): rollout.top_k: 0 must be -1 or >= 1$"):
+        load_config(None, ["rollout.top_k=0"])
+    assert algorithms.AGG_MODES is CHOICES["algorithm.loss_agg"]
+    assert CHOICES["algorithm.seq_correction"] == (*algorithms.SEQ_CORRECTIONS, "auto")
 
 
 @pytest.mark.parametrize(

@@ -247,7 +247,7 @@ def test_every_variant_is_a_config_the_learner_accepts(tmp_path):
             "model.gradient_checkpointing", "model.attn_implementation"} == keys
     refused = {name: why for name, overrides in bf16.items()
                if (why := gpu_profile.cannot_run(str(config), overrides, cuda=True))}
-    # flash_attn is not installed here; flex_attention runs where config.py lists it among the kernels it takes.
+    # flash_attn is not installed here; flex_attention runs where config/schema.py lists it among the kernels it takes.
     assert set(refused) <= {"flash attention 2", "flex attention"}, refused
     assert "flash_attn" in refused["flash attention 2"]
 

@@ -1,12 +1,13 @@
 """Write docs/configuration.md, the reference of every config key, from the dataclasses themselves.
 
-    .venv/bin/python scripts/maint/config_docs.py          # regenerate the page after changing config_schema.py
+    .venv/bin/python scripts/maint/config_docs.py          # regenerate the page after changing grpo_train/config/
     .venv/bin/python scripts/maint/config_docs.py --check  # exit 1 if the page is stale (as tests/test_docs.py checks)
 
-Every key's type, default and one-line doc come from grpo_train/config_schema.py (the `_f(default, doc)` fields),
-the presets' table from config_schema.PRESETS, the table of TRL's and verl's names from config.ALIASES (which also
-feeds the unknown-key errors), so the page cannot drift from the code: `make test` fails when it differs from what
-this script writes.
+Every key's type, default and one-line doc come from grpo_train/config/schema.py (the `_f(default, doc)` fields),
+the value checks from the tables validation runs (config.CHOICES and config.CHECKS, grpo_train/config/checks.py),
+the presets' table from config.PRESETS, the table of TRL's and verl's names from config.ALIASES (which also feeds
+the unknown-key errors), so the page cannot drift from the code: `make test` fails when it differs from what this
+script writes.
 """
 
 from __future__ import annotations
@@ -21,17 +22,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from grpo_train.config import ALIASES, PRESETS, Config  # noqa: E402
+from grpo_train.config import ALIASES, CHECKS, CHOICES, PRESETS, Config  # noqa: E402
 
 PAGE = ROOT / "docs" / "configuration.md"
 COMMAND = ".venv/bin/python scripts/maint/config_docs.py"
 
 INTRO = f"""# Configuration reference
 
-This page lists every config key with its type, default and meaning, the presets, and the key that holds each
-of TRL's and verl's settings ([Coming from TRL or verl](#coming-from-trl-or-verl)); it is generated from the
-dataclasses in [`grpo_train/config_schema.py`](../grpo_train/config_schema.py) and the tables in
-[`grpo_train/config.py`](../grpo_train/config.py) by `{COMMAND}`
+This page lists every config key with its type, default and meaning, the values each key accepts
+([Value checks](#value-checks)), the presets, and the key that holds each of TRL's and verl's settings
+([Coming from TRL or verl](#coming-from-trl-or-verl)); it is generated from the dataclasses in
+[`grpo_train/config/schema.py`](../grpo_train/config/schema.py) and the tables in
+[`grpo_train/config/`](../grpo_train/config/) by `{COMMAND}`
 (do not edit it by hand: `make test` fails when it is stale).
 
 A YAML config holds only what differs from these defaults, section by section:
@@ -58,10 +60,18 @@ seed, for tests), a local Hugging Face folder, or a hub id (cached or reachable;
 otherwise). The environment variable `GRPO_TRAIN_CACHE` moves the cache.
 """
 
-PRESETS_TEXT = """A preset sets the coupled keys of a published recipe (`config_schema.PRESETS`; sources and equations
-in [algorithm.md](algorithm.md#presets-algorithmpreset)). A key the YAML or an override sets itself wins over
-the preset; `--print-config` lists which keys came from the preset. A blank cell: the preset leaves the key as
+PRESETS_TEXT = """A preset sets the coupled keys of a published recipe (`grpo_train.config.PRESETS`; sources and
+equations in [algorithm.md](algorithm.md#presets-algorithmpreset)). A key the YAML or an override sets itself wins
+over the preset; `--print-config` lists which keys came from the preset. A blank cell: the preset leaves the key as
 configured."""
+
+CHECKS_TEXT = """The tables validation runs before any model loads (`grpo_train.config.CHOICES` and
+`grpo_train.config.CHECKS`, in [`checks.py`](../grpo_train/config/checks.py)); the first value that fails one stops
+the run. An enumerated key must hold one of its values; a failed check's error reads
+`<where it was set>: <key>: <its value> <requirement>`. A key that two or more rules constrain has a row for each.
+Besides these, validation checks the U-statistic monitor's and dynamic sampling's settings against
+`algorithm.group_size` auto and `algorithm.mini_batches`, the data sources and keys, and imports the reward
+functions, `data.map_fn` and `data.template_file` once."""
 
 ALIASES_TEXT = """The names TRL and verl give to the settings of a GRPO run, and the key that holds each here
 (`grpo_train.config.ALIASES`). TRL's are `GRPOConfig`'s fields (and `TrainingArguments`'), verl's the dotted paths
@@ -144,6 +154,15 @@ def presets_table() -> list[str]:
     return rows + [""]
 
 
+def checks_table() -> list[str]:
+    rows = ["## Value checks", "", CHECKS_TEXT, "", "| key | one of |", "|---|---|"]
+    rows += [f"| `{key}` | " + ", ".join(f"`{v}`" if v else '`""`' for v in values) + " |"
+             for key, values in CHOICES.items()]
+    rows += ["", "| key | requirement |", "|---|---|"]
+    rows += [f"| `{check.key}` | {cell(check.requirement)} |" for check in CHECKS]
+    return rows + [""]
+
+
 def aliases_table() -> list[str]:
     rows = ["## Coming from TRL or verl", "", ALIASES_TEXT, "",
             "| trainer | their key | our key | where the meaning differs |", "|---|---|---|---|"]
@@ -158,6 +177,7 @@ def render() -> str:
                                         for name, _ in sections()) + ".", ""]
     for name, cls in sections():
         lines += section_table(name, cls)
+    lines += checks_table()
     lines += presets_table()
     lines += aliases_table()
     return "\n".join(lines).rstrip("\n") + "\n"

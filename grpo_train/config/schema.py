@@ -1,6 +1,10 @@
 """The typed configuration tree of grpo_train: its sections, every field with its default and one-line doc, the
-presets' tables, and plain accessors. Loading YAML, overrides, presets and validation are in grpo_train.config,
-which re-exports every name here (import from grpo_train.config).
+choices of every enumerated key, the presets' tables, and plain accessors. The rest of the package (loading YAML and
+overrides, presets, validation) sits beside this module in grpo_train/config/, and grpo_train.config re-exports
+every name here (import from grpo_train.config).
+
+The choices are spelled here once: validation (grpo_train/config/checks.py) and the modules that act on a value
+(algorithms.py, prompts.py, metrics.py, the command line) all use these tuples.
 """
 
 from __future__ import annotations
@@ -23,6 +27,29 @@ def _f(default: Any, doc: str) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
     return field(default=default, metadata={"doc": doc})
+
+
+# ----------------------------------------------------------------------------------------------------
+# The choices of the enumerated keys. Each tuple lists the values its key accepts, in the order an error lists them.
+
+DTYPES = ("float32", "bfloat16", "auto")  # model.dtype
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flex_attention")  # model.attn_implementation
+TEMPLATES = ("chat", "fewshot", "raw")  # data.template
+DATA_KINDS = ("auto", "gsm8k", "math", "none")  # data.kind
+ENGINES = ("vllm", "hf")  # rollout.engine
+PLACEMENTS = ("colocated", "servers")  # rollout.placement
+SERVER_FAILURE_MODES = ("wait", "others", "stop")  # rollout.servers.on_failure
+ADVANTAGE_MODES = ("grpo", "dr_grpo", "rloo", "none")  # algorithm.advantage
+KL_KINDS = ("k1", "k2", "k3")  # algorithm.kl_estimator
+AGG_MODES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")  # algorithm.loss_agg
+POLICY_LOSSES = ("ppo", "gspo", "cispo")  # algorithm.policy_loss
+SEQ_CORRECTIONS = ("none", "truncate", "mask")  # the corrections the loss applies; algorithm.seq_correction adds auto
+DYNAMIC_SAMPLING_MODES = ("off", "dapo", "filter")  # algorithm.dynamic_sampling
+PRECISIONS = ("fp32", "bf16", "auto")  # learner.precision
+LR_SCHEDULES = ("constant", "cosine")  # learner.lr_schedule
+WANDB_MODES = ("disabled", "offline", "online")  # run.wandb
+LOG_LEVELS = ("warning", "info", "debug")  # run.log_level (and GRPO_TRAIN_LOG_LEVEL)
+USTAT_PROJECTIONS = ("o_proj", "down_proj")  # ustat.projection
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Other trainers' names for our config keys, and the known keys an unknown key may have meant.
 
-An unknown key spelled as TRL or verl spell it gets "did you mean <our key>?" (grpo_train.config's error for unknown
-keys), and docs/configuration.md's "Coming from TRL or verl" table is generated from ALIASES
+An unknown key spelled as TRL or verl spell it gets "did you mean <our key>?" (the error for unknown keys, in
+grpo_train/config/yaml_io.py), and docs/configuration.md's "Coming from TRL or verl" table is generated from ALIASES
 (scripts/maint/config_docs.py).
 """
 
@@ -11,7 +11,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from grpo_train.config_schema import field_docs
+from grpo_train.config.schema import field_docs
 
 # ----------------------------------------------------------------------------------------------------
 # Other trainers' names for our keys. An unknown key spelled so gets "did you mean <our key>?", and

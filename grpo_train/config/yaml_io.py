@@ -1,6 +1,7 @@
 """Reading a config: the YAML file and the `key=value` overrides as a plain tree (`read_tree`), where each value was
 set (`Origin`, named in every error), and the typed dataclasses built from the tree (`build`), unknown keys refused
-with the keys they may have meant. The checks of the values, the presets and `auto` are in grpo_train/config.py."""
+with the keys they may have meant. The checks of the values are in checks.py, the presets in presets.py and the
+`auto` values in auto.py, beside this module."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from grpo_train.config_aliases import did_you_mean, suggest_keys
-from grpo_train.config_schema import AlgorithmConfig, Config, ConfigError
+from grpo_train.config.aliases import did_you_mean, suggest_keys
+from grpo_train.config.schema import AlgorithmConfig, Config, ConfigError
 
 
 def _group_size_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:

@@ -41,3 +41,27 @@ def test_each_recall_rule_credits_its_example_and_refuses_the_hedge_it_could_ope
 
 def test_recall_names_are_unique_and_distinct_from_the_refusals():
     assert len(set(RECALL_NAMES)) == len(RECALL_NAMES) and not set(RECALL_NAMES) & set(RULE_NAMES)
+
+
+def test_the_comparison_returns_only_the_names_of_its_rules():
+    """compare.py's checks (refusing_rule and the *_refusal functions under it) return a rule's name, or None when the
+    answer passes: every name returned there is one of RULES' comparison rules, so a misspelt one cannot reach
+    Judgement.rule unseen."""
+    import ast
+    from pathlib import Path
+
+    from grpo_train.verifier import compare
+
+    def names(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, ast.IfExp):
+            return names(node.body) | names(node.orelse)
+        return set()
+
+    tree = ast.parse(Path(compare.__file__).read_text())
+    checks = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.endswith(("refusing_rule", "_refusal"))]
+    returns = [node.value for f in checks for node in ast.walk(f) if isinstance(node, ast.Return) and node.value]
+    returned = {name for value in returns for name in names(value)}
+    comparison = {rule.name for rule in RULES if rule.stage == "compare"}
+    assert compare.NOT_EQUAL == "not_equal" and len(returned) > 10 and returned <= comparison, returned - comparison

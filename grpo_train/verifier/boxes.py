@@ -1,4 +1,4 @@
-"""The verifier's boxed answers, for grpo_train/verifier/extract.py (order and rules in grpo_train/verifier/api.py):
+"""The verifier's boxed answers, for grpo_train/verifier/extract.py (order and rules stated in docs/verifier.md):
 the `\\boxed{..}` / `\\fbox{..}` of a response, side-by-side boxes joined into one answer, their agreement, and what
 right around the last box leaves it no answer (a qualifier, a relation, or the box as an operand of another value).
 

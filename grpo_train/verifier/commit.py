@@ -1,5 +1,5 @@
-"""The last value a response commits to for the asked quantity, where no answer marker says so (rules in
-grpo_train/verifier/api.py; used by grpo_train/verifier/extract.py):
+"""The last value a response commits to for the asked quantity, where no answer marker says so (rules stated in
+docs/verifier.md; used by grpo_train/verifier/extract.py):
 
 - the words that name the asked quantity: the question's words from its interrogative on, up to a clause that gives
   data ("What is her salary after the raise?" -> {salary}; "How much does she make every day?" -> {make, day});
@@ -122,7 +122,7 @@ def closing_statement(text: str, problem: str | None) -> str | None:
         return None
     if RETRACTION.search(sentence) or "?" in sentence:
         return None
-    reduced = _results(number_words_as_digits(sentence))  # "so she earns eighteen dollars" (#59)
+    reduced = _results(number_words_as_digits(sentence))  # "so she earns eighteen dollars"
     if reduced is None or "=" in reduced:
         return None  # a false chain: its left side would be hidden
     clauses = [clause for clause in _CLAUSES.split(reduced) if _NUMBER.search(clause)]

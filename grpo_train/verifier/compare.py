@@ -1,4 +1,4 @@
-"""The verifier's comparison of an extracted answer with the gold answer (rules in grpo_train/verifier/api.py).
+"""The verifier's comparison of an extracted answer with the gold answer (rules stated in docs/verifier.md).
 
 Order: qualifiers -> lists (each item matched once) -> equation sides -> plain numbers (exact, and in
 final form) -> tuples, intervals and matrices of plain numbers -> text only for answers too big for
@@ -26,7 +26,6 @@ from grpo_train.verifier.form import (
     too_big,
     unexpanded,
 )
-from grpo_train.verifier.rules import refuse
 from grpo_train.verifier.spelling import number_words_as_digits, spelled_number
 from grpo_train.verifier.text import (
     APPROXIMATE,
@@ -64,6 +63,9 @@ _MATRIX = re.compile(r"^\\begin\{([pbB]?matrix)\}((?:(?!\\begin\{).)*)\\end\{\1\
 _BASE_LITERAL = re.compile(r"^\w+_\{?\d+\}?$")
 _FREE_LETTER = re.compile(r"[a-df-hj-zA-Z]")  # a variable (e and i may be constants)
 _COMMANDS = re.compile(r"\\(?:text|mathrm|mbox)\s*\{[^{}]*\}|\\[a-zA-Z]+")
+
+
+NOT_EQUAL = "not_equal"  # the rule that refuses a value other than the gold's (the last of rules.py's RULES)
 
 
 class UnreadableGold(ValueError):
@@ -156,51 +158,57 @@ def _split_digits(latex: str) -> bool:
 
 def answers_match(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> bool:
     """Whether an extracted answer equals the gold answer (LaTeX or plain text)."""
+    return refusing_rule(answer, gold, dataset, response, problem) is None
+
+
+def refusing_rule(answer: str, gold: str, dataset: str, response: str = "", problem: str | None = None) -> str | None:
+    """The name of the comparison's rule (rules.py's RULES) that refuses an extracted answer against the gold answer,
+    None when they are equal. Every check below answers the same way: a rule's name, or None when the answer passes."""
     maybe_letter = len(gold) <= 24 and len(answer) <= 400 and _LETTER.search(gold) is not None  # not a GSM8K gold
     letter = CHOICE.match(canonical(gold)) if maybe_letter else None
     if letter and (labelled := _LABELLED_OPTION.match(_option_words(answer))):
         # "(C) Plane" answers (C) when Plane is option C's own text in the problem; "(C) Sphere" names two options.
         own_text = _options(problem or "").get(labelled.group(1).upper())
         if labelled.group(1).upper() == letter.group(1).upper() and own_text == _squeezed(labelled.group(2)):
-            return True
-        return refuse("option_text")
+            return None
+        return "option_text"
     if (words := number_words_as_digits(answer)) != answer and as_number(clean(gold)) is not None:
-        answer = words  # "\\text{twenty-five}" is 25 (#59): read before the scale rules ("five hundred" is 500)
+        answer = words  # "\\text{twenty-five}" is 25: read before the scale rules ("five hundred" is 500)
     if _qualified(answer, gold):
-        return refuse("qualified")
+        return "qualified"
     if _other_angle_unit(answer, gold):
-        return refuse("angle_unit")
+        return "angle_unit"
     if _percent_not_asked(answer, gold, problem):
-        return refuse("percent_not_asked")
+        return "percent_not_asked"
     if unit_conflict(answer, problem):
-        return refuse("unit_not_asked")  # "5 minutes" for "How many hours"; "5 radians" asked in degrees
+        return "unit_not_asked"  # "5 minutes" for "How many hours"; "5 radians" asked in degrees
     if scaled(answer, problem) and not scaled(gold, None):
-        return refuse("scaled")  # "5 squared", "5 lakh" for 5
+        return "scaled"  # "5 squared", "5 lakh" for 5
     if rate_not_asked(answer, problem):
-        return refuse("rate_not_asked")  # "5 per day" for "How many apples does Tom have?"
+        return "rate_not_asked"  # "5 per day" for "How many apples does Tom have?"
     answer = _shown_work_dropped(answer)
     answer_clean, gold_clean = clean(answer), clean(gold)
     # "1.2 \\times 10^6", "1'200'000", "1 234,5": other spellings of one number
     answer_number = as_number(answer_clean) or spelled_number(answer_clean)
     if _split_digits(answer_clean) and not _split_digits(gold_clean) and not answer_number:
-        return refuse("split_digits")  # "1 2" is two numbers, not 12 (a space groups thousands only: "1 000")
+        return "split_digits"  # "1 2" is two numbers, not 12 (a space groups thousands only: "1 000")
     if answer_number and (gold_number := as_number(gold_clean)):
-        return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
+        return _numbers_refusal(answer_number, gold_number, answer_clean, gold_clean, response, problem)  # most items
     answer_items, gold_items = _items(answer, gold), _items(gold, answer)
     if len(answer_items) == 1 and len(gold_items) == 1:
-        return _single_match(answer, gold, dataset, response, problem)
+        return _single_refusal(answer, gold, dataset, response, problem)
     tuple_gold = len(gold_items) == 1 and _BRACKETED.match(strip_wrappers(gold)) is not None
     if tuple_gold and gold.count(",") + 1 == len(answer_items) and not _ALTERNATIVES.search(answer):
-        return _single_match(f"({', '.join(answer_items)})", gold, dataset, response, problem)  # "7, 6" for (7, 6)
+        return _single_refusal(f"({', '.join(answer_items)})", gold, dataset, response, problem)  # "7, 6" for (7, 6)
     if len(answer_items) != len(gold_items) or len(gold_items) > MAX_ITEMS:
-        return (len(gold_items) > MAX_ITEMS and canonical(answer) == canonical(gold)) or refuse("list_items")
+        return None if len(gold_items) > MAX_ITEMS and canonical(answer) == canonical(gold) else "list_items"
     unmatched = list(gold_items)  # each answer item takes one gold item: "x=1 or x=2" answers "1, 2"
     for item in answer_items:
-        partner = next((g for g in unmatched if _single_match(item, g, dataset, response, problem)), None)
+        partner = next((g for g in unmatched if _single_refusal(item, g, dataset, response, problem) is None), None)
         if partner is None:
-            return refuse("list_items")
+            return "list_items"
         unmatched.remove(partner)
-    return True
+    return None
 
 
 _LETTER = re.compile(r"[A-Fa-f]")
@@ -269,46 +277,46 @@ def _plus_minus(item: str) -> list[str]:
     return [item.replace("\\pm", "+"), item.replace("\\pm", "-")]
 
 
-def _single_match(answer: str, gold: str, dataset: str, response: str, problem: str | None) -> bool:
+def _single_refusal(answer: str, gold: str, dataset: str, response: str, problem: str | None) -> str | None:
     if _BRACKETED.match(strip_wrappers(answer)) and (values := _assigned_values(gold)):
         gold = f"({', '.join(values)})"  # "(5, 2)" answers "p = 5, q = 2"
     answer_lhs, gold_lhs = (ASSIGNMENT.match(strip_wrappers(x)) for x in (answer, gold))
     if answer_lhs and gold_lhs and answer_lhs.group(1) != gold_lhs.group(1):
-        return refuse("other_name")  # "y \in [0, 1]" does not answer "x \in [0, 1]"
+        return "other_name"  # "y \in [0, 1]" does not answer "x \in [0, 1]"
     keep = "=" in gold and not gold_lhs  # an equation, not "x = value": "x^2/4 + y^2/3 = 1", "V_1:V_2 = 11:21"
     answer_clean, gold_clean = clean(answer, keep), clean(gold, keep)
     if restates_given(answer, gold, problem) or (EQUALS.search(answer) and CHOICE.match(canonical(gold))):
-        return refuse("given_restated")  # a given restated; a multiple choice is answered by its letter, not "z = c"
+        return "given_restated"  # a given restated; a multiple choice is answered by its letter, not "z = c"
     if not keep:
         answer_clean = _equation_value(answer_clean, problem)
         gold_clean = _equation_value(gold_clean, problem) or gold_clean
     if not answer_clean or not gold_clean:
-        return False
+        return NOT_EQUAL
     if keep and not EQUALS.search(answer_clean) and canonical(answer_clean) == canonical(EQUALS.split(gold_clean)[-1]):
-        return True  # "11:21" for "V_1:V_2 = 11:21"
+        return None  # "11:21" for "V_1:V_2 = 11:21"
     gold_number, answer_number = as_number(gold_clean), _answer_number(answer, answer_clean, dataset, problem)
     if gold_number is None and answer_number is not None and answer_number.form == "decimal":
         gold_number = decimal_comma(gold_clean)  # a "0,111" gold against 0.111
     if answer_number is None and gold_number is not None and gold_number.form == "decimal":
         answer_number = decimal_comma(answer_clean)
     if gold_number is not None and answer_number is not None:
-        return _numbers_match(answer_number, gold_number, answer_clean, gold_clean, response, problem)
+        return _numbers_refusal(answer_number, gold_number, answer_clean, gold_clean, response, problem)
     if canonical(answer_clean) == canonical(gold_clean):
-        return True
+        return None
     written_out = problem is not None or dataset == "gsm8k"  # GSM8K answers are numbers, asked or not
     if gold_number is not None and (written_out or _FREE_LETTER.search(_COMMANDS.sub(" ", answer_clean))):
         # The answer-form rule: a number is answered by a number written out ("99^2+99+1" and "\log_2 64"
         # still have work to do). Without the problem only a variable rules it out ("4x" is not 4).
-        return refuse("not_written_out")
+        return "not_written_out"
     if answer_number is None and echoes_question(answer_clean, gold_clean, response, problem):
-        return refuse("echo")
+        return "echo"
     if scaled(answer_clean, problem) and not MULTIPLIER.search(gold_clean):
-        return refuse("scaled")  # "6 \text{ million}" is not 6, and Math-Verify would drop the word as a unit
+        return "scaled"  # "6 \text{ million}" is not 6, and Math-Verify would drop the word as a unit
     if (structured := _structured_equal(answer_clean, gold_clean, strict=problem is not None)) is not None:
-        return structured
+        return None if structured else NOT_EQUAL
     if too_big(answer_clean) or too_big(gold_clean):
-        return refuse("too_big")  # compared as text above
-    return _sympy_match(answer_clean, gold_clean, problem)
+        return "too_big"  # compared as text above
+    return _sympy_refusal(answer_clean, gold_clean, problem)
 
 
 def _assigned_values(latex: str) -> list[str] | None:
@@ -327,28 +335,28 @@ def _answer_number(answer: str, answer_clean: str, dataset: str, problem: str | 
     return as_number(answer_clean) or spelled_number(answer_clean) or prose_number(answer_clean)
 
 
-def _numbers_match(
+def _numbers_refusal(
     answer: PlainNumber, gold: PlainNumber, answer_clean: str, gold_clean: str, response: str, problem: str | None
-) -> bool:
+) -> str | None:
     """Exact equality, in final form: a fraction in lowest terms, a decimal when one is asked for, a
     fraction rather than a repeating decimal when a fraction is asked for."""
     if answer.value != gold.value:
-        return False  # 28 for a 28% gold is fine (MATH convention)
+        return NOT_EQUAL  # 28 for a 28% gold is fine (MATH convention)
     if canonical(answer_clean) == canonical(gold_clean):
-        return True
+        return None
     asked = asks_for(problem)
     if problem is not None and not answer.reduced:
-        return refuse("not_reduced")  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
+        return "not_reduced"  # the answer-form rule: 6/8 and 4/1 are fractions left to reduce
     if problem is not None and answer.form == "repeating" and "fraction" in asked:
-        return refuse("form_asked")
+        return "form_asked"
     if answer.form in ("fraction", "repeating") and gold.form == "decimal":
         if "decimal" in asked:
-            return refuse("form_asked")
-        return not echoes_question(answer_clean, gold_clean, response, problem) or refuse("echo")
+            return "form_asked"
+        return "echo" if echoes_question(answer_clean, gold_clean, response, problem) else None
     if "mixed" in asked and MIXED_NUMBER.match(gold_clean) and not MIXED_NUMBER.match(answer_clean):
-        return refuse("form_asked")  # asked for a mixed number, "7/2" and "3.5" are not one
+        return "form_asked"  # asked for a mixed number, "7/2" and "3.5" are not one
     # Written as the question writes it, not as the gold: "write $2.5$ as a fraction" -> 2.5.
-    return problem is None or not echoes_question(answer_clean, gold_clean, response, problem) or refuse("echo")
+    return "echo" if problem is not None and echoes_question(answer_clean, gold_clean, response, problem) else None
 
 
 def _equation_value(latex: str, problem: str | None) -> str:
@@ -463,31 +471,31 @@ def _sympy_equal(gold: str, answer: str) -> tuple[Basic, Basic] | None:
 _SCIENTIFIC = re.compile(r"^[-+]?[1-9](?:\.\d+)?\s*(?:\\times|\\cdot|×|\*)\s*10\s*\^")
 
 
-def _sympy_match(answer: str, gold: str, problem: str | None) -> bool:
+def _sympy_refusal(answer: str, gold: str, problem: str | None) -> str | None:
     """Math-Verify's equivalence, confirmed exactly, and the answer-form rule: the answer may not
     leave undone an operation the gold has done, nor the form the problem asks for."""
     if not parse_latex(_exact_decimals(gold)):
         raise UnreadableGold(gold)  # parsed only now, when an answer needs it: a group shares its gold
     trees = _sympy_equal(_exact_decimals(gold), _exact_decimals(answer))
     if trees is None:
-        return False
+        return NOT_EQUAL
     gold_tree, answer_tree = trees
     if problem is None or not isinstance(gold_tree, Basic) or not isinstance(answer_tree, Basic):
-        return True  # the form rule needs the problem; strings have no form to check
+        return None  # the form rule needs the problem; strings have no form to check
     done_by_gold = pending_operations(gold_tree) | evaluated_by_parser(gold)
     if (pending_operations(answer_tree) | evaluated_by_parser(answer)) - done_by_gold:
-        return refuse("pending_operation")
+        return "pending_operation"
     question = _question_trees(problem)
     if srepr(answer_tree) in question and srepr(gold_tree) not in question:
-        return refuse("echo")  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
+        return "echo"  # the question's own expression, re-spelled ("(6a+4)/5 - (3a+1)/4")
     asked = asks_for(problem)
     if "scientific" in asked and _SCIENTIFIC.match(clean(gold)) and not _SCIENTIFIC.match(clean(answer)):
-        return refuse("form_asked")  # asked for scientific notation, "52 \\times 10^{-5}" is not it (factor in [1, 10))
+        return "form_asked"  # asked for scientific notation, "52 \\times 10^{-5}" is not it (factor in [1, 10))
     if "factor" in asked and symbolic_factors(answer_tree) < symbolic_factors(gold_tree):
-        return refuse("form_asked")  # asked to factor, the answer is a sum or less factored than the gold
+        return "form_asked"  # asked to factor, the answer is a sum or less factored than the gold
     # Asked to expand, a product of sums is not expanded (unless the gold is one).
     expand = "expand" in asked and gold_tree.free_symbols and unexpanded(answer_tree) and not unexpanded(gold_tree)
-    return not expand or refuse("form_asked")
+    return "form_asked" if expand else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -537,8 +545,8 @@ def _proportional(first: Expr, second: Expr) -> bool:
 
 # Examples of MATH's answer shapes (written for this list, odd values); parsing them fills the LaTeX parser's
 # (ANTLR) decision cache, which roughly doubles its speed on the items that follow. The 113 shapes after the first
-# 18 cost ~2 s more at a worker's start (pool start 1.5 -> 3.5 s) and gave MATH items/s 259-264 -> 259-364 in
-# make bench-verifier (3 alternated runs each); a worker lives for the whole run.
+# 18 lengthen a worker's start by seconds and speed up the MATH items after it (docs/verifier.md, "Speed and
+# accuracy"); a worker lives for the whole run.
 _WARM_UP_LATEX = (
     "\\frac{37}{91}", "-\\frac{13}{29}\\sqrt{17}", "3\\sqrt[3]{19} + 7\\pi", "\\{-23, 41\\}",
     "(-\\infty, -\\tfrac{7}{13}] \\cup (19, \\infty)", "(37, -\\frac{5}{11})", "\\text{(E)}",

@@ -1,4 +1,4 @@
-"""The verifier's extraction of the final answer from a response (order and rules in grpo_train/verifier/api.py).
+"""The verifier's extraction of the final answer from a response (order and rules stated in docs/verifier.md).
 
 Regexes and linear scans only: safe on a 1 MB response.
 """
@@ -238,7 +238,7 @@ def _closing_answer(text: str) -> str | None:
     if EQUALS.search(sentence):
         return sentence.rstrip(".")  # "Therefore, 3 + 4 = 7.": the chain, for the equation rule
     if not MATH_SPAN.search(whole):
-        sentence = number_words_as_digits(sentence)  # "Therefore, there are twelve sequences." (#59)
+        sentence = number_words_as_digits(sentence)  # "Therefore, there are twelve sequences."
     numbers = {n.strip() for n in NUMBER_TOKEN.findall(sentence)}
     if not numbers and len(spans := list(MATH_SPAN.finditer(whole))) == 1:
         return math_content(spans[0])  # "Therefore $x \\geq 5$ is the solution."
@@ -404,7 +404,7 @@ def _contradicted(response: str, lowered: str, answer: str, pos: int) -> bool:
             stated: str | None = response[other.end() + 1 : close]
         elif marker is _HASH_ANSWER:  # GSM8K's "#### N" is a line holding a number, not a markdown heading
             stated = response[other.end() :].split("\n", 1)[0]
-            if as_number(clean(number_words_as_digits(stated))) is None:  # "#### seven" states 7 (#59)
+            if as_number(clean(number_words_as_digits(stated))) is None:  # "#### seven" states 7
                 continue
         else:
             if marker is _FINAL_ANSWER and not _states(response, other):
@@ -479,7 +479,7 @@ def _agree(stated: str | None, answer: str) -> bool:
 def _plain_value(text: str) -> object | None:
     """The number a statement gives ("18", "\\$18.00", "Janet makes $18 a day"), else None."""
     if not re.search(r"\d", text):
-        text = number_words_as_digits(text)  # "#### seven" gives 7 against "\\boxed{5}" (#59)
+        text = number_words_as_digits(text)  # "#### seven" gives 7 against "\\boxed{5}"
     number = as_number(clean(text)) or (gsm8k_number(text) if re.search(r"\d", text) else None)
     return number.value if number is not None else None
 

@@ -1,4 +1,4 @@
-"""The verifier's answer-form rules and cost bound (the rules are stated in grpo_train/verifier/api.py).
+"""The verifier's answer-form rules and cost bound (the rules are stated in docs/verifier.md).
 
 `too_big` reads the answer's text before any parser sees it; `pending_operations` reads the unevaluated
 SymPy tree that Math-Verify's LaTeX parser builds (it keeps `99^2 + 99 + 1` as a sum of a power, not
@@ -20,19 +20,20 @@ from sympy.sets.sets import Set
 
 from grpo_train.verifier.text import EQUALS, MATH_SPAN, as_number, canonical, matching_brace, math_content
 
+# What each bound refuses, and what such answers cost SymPy: docs/verifier.md, "Cost bounds".
 MAX_SYMPY_CHARS = 400  # a longer answer is compared as text only
 MAX_DEPTH = 8  # brackets nested deeper than this are not an answer (MATH golds and boxed solutions nest at most 3)
 MAX_BRACES = 60
 MAX_EXPONENT = 10**4  # 2^10000 has 3011 digits: still cheap for SymPy
-MAX_GROUP_EXPONENT = 12  # (x + 1)^100 took 0.4-0.5 s, (x+1)^20 / (x-1)^20 0.4 s; MATH-500 golds raise no bracket
+MAX_GROUP_EXPONENT = 12  # expanding (x + 1)^100 or (x+1)^20 / (x-1)^20 is slow; MATH-500 golds raise no bracket
 MAX_FUNCTIONS = 3  # trigonometric, hyperbolic, log and exp calls in one answer (MATH golds hold at most 1)
-MAX_EXPANDED_TERMS = 100  # terms of a power of a bracketed sum once expanded: (a+b+c+d+e)^20 has 10626 (over 5 s)
-MAX_POWER_DIGITS = 20_000  # digits of a literal's power: 1.0000001^{10000} has 70000 (3 s); 2^{10000} has 3011
-# A literal's power beside a function: \sin(10^{1000}) took 0.1 s, \sin(10^{4000}) 1.1 s, \sin(10^{100}) 12 ms
+MAX_EXPANDED_TERMS = 100  # terms of a power of a bracketed sum once expanded: (a+b+c+d+e)^20 has 10626
+MAX_POWER_DIGITS = 20_000  # digits of a literal's power: 1.0000001^{10000} has 70000; 2^{10000} has 3011
+# A literal's power beside a function: \sin(10^{1000}) is already slow to compare, \sin(10^{100}) is not
 MAX_FUNCTION_POWER_DIGITS = 300
-MAX_FUNCTION_POWER = 6  # \sin^{99}(x) took 1.3 s to compare (MATH golds raise a function to at most 2)
-MAX_ROOT_INDEX = 100  # \sqrt[999999]{2} took 0.3 s
-MAX_OPERANDS = 100  # numbers and letters in one answer (a 390-letter product took 0.7 s; MATH golds hold under 30)
+MAX_FUNCTION_POWER = 6  # \sin^{99}(x) is slow to compare (MATH golds raise a function to at most 2)
+MAX_ROOT_INDEX = 100  # \sqrt[999999]{2} is slow to compare
+MAX_OPERANDS = 100  # numbers and letters in one answer (a 390-letter product is slow; MATH golds hold under 30)
 
 # ----------------------------------------------------------------------------------------------------
 # Cost bound: refuse at once what SymPy could spend seconds or hours on
@@ -119,7 +120,8 @@ def _bracket_terms(before: str) -> int:
 
 def _nested_function(latex: str) -> bool:
     """Whether a function's argument holds another function: "\\sin(\\cos x)", "\\log \\log x", "\\tan^{2}{\\tan x}".
-    SymPy's simplification of such towers grows fast (\\tan(\\tan(x+1)+1): 0.5 s; one more level: over 5 s)."""
+    SymPy's simplification of such towers grows fast with each level ("\\tan(\\tan(\\tan(x+1)+1)+1)" outlasts the item
+    timeout)."""
     for match in _FUNCTION.finditer(latex):
         rest = _FUNCTION_POWER.sub("", latex[match.end() :], count=1).lstrip()
         if rest.startswith("\\left"):

@@ -1,5 +1,5 @@
 """Whether a response commits to one value: retractions, hedges and other values offered beside the answer
-(the rules in grpo_train/verifier/api.py; used by grpo_train/verifier/extract.py and boxes.py).
+(the rules stated in docs/verifier.md; used by grpo_train/verifier/extract.py and boxes.py).
 
 Regexes and linear scans only: safe on a 1 MB response.
 """
@@ -178,7 +178,7 @@ def _line_value(line: str) -> str | None:
         if bare.lower() in _NUMBER_WORDS:
             return _NUMBER_WORDS[bare.lower()]
         if (digits := number_words_as_digits(bare)) != bare and as_number(digits) is not None:
-            return digits  # "Twenty-five." (#59)
+            return digits  # "Twenty-five."
         if bare and as_number(clean(bare)) is not None:
             return bare
     return None
@@ -305,7 +305,7 @@ def offered_later(rest: str, answer: str, by_value: bool = False) -> bool:
         if (value := _line_value(line)) is not None and not same_answer(value, answer):
             return True
     for sentence in SENTENCE_BREAK.split(rest):
-        sentence = number_words_as_digits(sentence)  # "Wait, no, it might be seven." (#59)
+        sentence = number_words_as_digits(sentence)  # "Wait, no, it might be seven."
         values = []
         if RETRACTION.search(sentence) and HEDGE.search(sentence):  # "Wait, no, it might be 7."
             values = _values_in(sentence)

@@ -4,14 +4,15 @@ each with a one-line statement and a response it refuses beside one it keeps.
     judge(response, gold, "gsm8k", problem).rule   # "qualified", "boxes_disagree", ... or None when correct
 
 A plain tuple, not a registry: the order is the behaviour (extraction's rules, then the comparison's), and the code
-that applies each rule names it (extract.py returns it with "no answer"; compare.py's checks `return refuse(name)`).
-docs/verifier.md's rule list is generated from RULES (scripts/maint/verifier_docs.py) and tests/test_verifier_rules.py
-checks it current and every example's verdict. The full statement of each rule is api.py's docstring.
+that applies each rule returns its name up to judge, no state kept on the side: extract.py's extract_with_rule returns
+it with "no answer"; compare.py's refusing_rule and each check under it return the name of the rule that refused, or
+None when the answer passes. docs/verifier.md's rule list is generated from RULES (scripts/maint/verifier_docs.py;
+tests/test_docs.py checks it current) and tests/test_verifier_rules.py checks every example's verdict. The full
+statement of each rule is docs/verifier.md's (its sections "Extraction order" to "Cost bounds").
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 
@@ -32,8 +33,8 @@ class Rule:
     keeps: Example  # judged correct: the nearest honest answer
 
 
-# The labelling conventions every rule follows (C1-C8 in api.py's docstring); the 610 labelled cases of
-# ../shared/data/verifier_cases_public.jsonl, where present, are labelled by them.
+# The labelling conventions every rule follows (C1-C8: the first eight, numbered as in ../shared/data/README.md); the
+# 610 labelled cases of ../shared/data/verifier_cases_public.jsonl, where present, are labelled by them.
 CONVENTIONS: tuple[str, ...] = (
     "A clearly stated final answer without a box counts (\"The answer is N.\", \"Final Answer: The final answer is "
     "$X$. I hope it is correct.\", \"#### N\").",
@@ -164,7 +165,7 @@ CITY = "A city has 1200 blocks with 1000 people on each block. How many people l
 CANDIES = "23 candies are shared equally among 4 children. How many candies does each child get?"
 
 # The ways an answer is credited besides a marker ("The answer is", a box, "####"): the last value the response
-# commits to for the asked quantity, and the spellings of one number (#59). Each beside the hedge it could open, shown
+# commits to for the asked quantity, and the spellings of one number. Each beside the hedge it could open, shown
 # refused; tests/test_verifier_rules.py checks both, tests/cases/verifier_attacks_commit.py holds the rest.
 RECALLS: tuple[Recall, ...] = (
     Recall("box_then_other_quantity", "a final box followed by a clause about another quantity (a remainder, a check)",
@@ -201,19 +202,3 @@ RECALLS: tuple[Recall, ...] = (
            Example("The answer is 5 minutes.", "5", "gsm8k", HOURS)),
 )
 RECALL_NAMES = tuple(recall.name for recall in RECALLS)
-
-# The comparison's refusal, recorded where a check returns False (compare.py: `return refuse("qualified")`) and read
-# by judge once the comparison is over: its functions return booleans through several layers. Per thread.
-_refusal = threading.local()
-
-
-def refuse(rule: str) -> bool:
-    """Records that `rule` refused the answer being compared; False, for `return refuse(name)`."""
-    _refusal.rule = rule
-    return False
-
-
-def take_refusal() -> str | None:
-    """The last rule recorded by `refuse` since the previous call, and forgets it."""
-    rule, _refusal.rule = getattr(_refusal, "rule", None), None
-    return rule

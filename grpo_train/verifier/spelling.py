@@ -1,10 +1,10 @@
-"""Other spellings of a plain number, for grpo_train/verifier/compare.py (rules in grpo_train/verifier/api.py):
+"""Other spellings of a plain number, for grpo_train/verifier/compare.py (rules stated in docs/verifier.md):
 scientific notation ("1.2 \\times 10^{6}", "1.2e6") and the thousands separators of other locales (an apostrophe:
 "1'200'000"; dots: "1.200.000"; with a decimal comma: "1.234,5", "1 234,5"), read only where a human reads one
 number and only one. Ambiguous spellings stay as text.py reads them: "1,234" groups thousands (1234), "1.234" is a
 decimal (1.234), "1,5" is a decimal comma only against a decimal gold (text.decimal_comma).
 
-Number words (#59): an English cardinal from zero to 999,999,999 ("twenty-five", "one hundred and five", "minus
+Number words: an English cardinal from zero to 999,999,999 ("twenty-five", "one hundred and five", "minus
 seven") is read as its digits where the text has no digit (number_words_as_digits), so the rest of the verifier judges
 "18 dollars" for "eighteen dollars" and refuses "5 or 7" for "five or seven". Not read: ordinals and fractions
 ("fifth", "one half"), an operation in words ("ten minus three", "two point five"), a run that is not one cardinal

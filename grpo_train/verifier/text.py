@@ -1,7 +1,7 @@
 """The verifier's text layer: what is printed, normalised spellings and plain numbers, without SymPy.
 
 Everything here is regex or a linear scan over the text (safe on a 1 MB response); the rules that use it
-are stated in `grpo_train/verifier/api.py`. The normalising functions are memoised for the duration of one
+are stated in docs/verifier.md. The normalising functions are memoised for the duration of one
 item (`forget` is called before each): an answer is normalised several times on its way through the
 comparison, but nothing is carried over from one response to the next.
 """

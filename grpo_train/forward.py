@@ -6,8 +6,8 @@ no DeepSpeed or process-group state of their own (compile_model changes the mode
 `grpo_train.learner`.
 
 Fused log-probs (`fused=True`; the learner's passes fuse where `fusing_pays`, their logits exceeding one chunk): the
-model runs as before (through the DeepSpeed engine and peft wrappers, so ZeRO-3's hooks gather every weight as they
-always did), but for this one call its output head's forward is `head_token_logprobs` of the scored positions: the
+model runs as on the reference path (through the DeepSpeed engine and peft wrappers, so ZeRO-3's hooks gather every
+weight), but for this one call its output head's forward is `head_token_logprobs` of the scored positions: the
 head's input projected onto the vocabulary a chunk of rows at a time, each chunk's logits recomputed in backward, all
 in one autograd node (grpo_train/logprob_kernels.py). No [n, C, V] tensor then exists, neither the logits nor their
 gradient, and DeepSpeed sees one call of the head, as on the reference path. `fused=False` is the reference path: the
@@ -68,7 +68,7 @@ def fusing_pays(model: torch.nn.Module, positions: int, device: torch.device) ->
     one computes the head's matmul a second time in backward (make bench's SmolLM2 step, 16 x 48 positions of a
     49,152-token head: learner MFU 60.7% fused against 72.0% without, docs/benchmarks.md#fused-log-probs). Every
     shipped Qwen2.5 config's micro-batch fuses (1.2-7x the threshold). A head that is not a plain nn.Linear (an
-    adapter on it) keeps the reference path. `device`: for a threshold per device; one figure serves both today."""
+    adapter on it) keeps the reference path. `device`: for a threshold per device; CPU and GPU share one figure."""
     head = model.get_output_embeddings()
     return type(head) is torch.nn.Linear and positions * head.out_features > FUSE_MIN_ELEMENTS
 

@@ -61,8 +61,8 @@ def base_config(model: str, dry_run: bool) -> dict:
     random model earns in different amounts (so advantages, losses and gradients are non-zero from step 1).
 
     The reward counts characters up to 4,000: a random Qwen2.5 writes ~5-8 characters per token, so its 128-token
-    completions all reached the cap of 320 that configs/tiny-cpu.yaml uses, every reward was -1 and nothing was
-    learned (the first H100 run, 2026-11-28); judge_run now fails a run without a learning signal."""
+    completions would all reach the cap of 320 that configs/tiny-cpu.yaml uses, every reward would be -1 and
+    nothing would be learned; judge_run fails a run without a learning signal."""
     return {
         "model": {"name_or_path": model, "dtype": "float32" if dry_run else "bfloat16",
                   "max_model_len": 128 if dry_run else 384},

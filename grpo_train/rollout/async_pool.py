@@ -14,8 +14,9 @@ During step s's phase the engine holds the weights after s - 1 updates (version 
 every group due at s is complete; the other requests are paused: aborted (vLLM's `abort_request`), with their tokens
 so far, the sampler's log-probs and each token's weight version kept on our side; the next phase submits them again
 as prompt + prefix with what is left of the token budget, and they go on under the new weights (vLLM prefills the
-prefix again: its KV cache was the old weights'). A batch no longer waits for its longest completion at full
-price: while the due groups' stragglers finish, the engine's batch is filled by the groups due at later steps.
+prefix again: its KV cache was the old weights'). A batch does not wait for its longest completion at full price
+(a synchronous step's does): while the due groups' stragglers finish, the engine's batch is filled by the groups
+due at later steps.
 
 Bound: a group admitted at step a (version a - 1) gets a deadline d <= a + k and is trained by the update from
 version d - 1, so its oldest token is at most d - 1 - (a - 1) <= k versions old. It holds by construction: a phase

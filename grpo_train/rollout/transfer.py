@@ -59,8 +59,8 @@ def _gloo_group(host: str, port: int, rank: int, world_size: int, timeout_s: flo
 
     Rank 0 (the learner's sender) hosts the group's TCP store on listen_socket, bound beforehand. Without it,
     vLLM's helper goes through torch's tcp:// rendezvous, which under torchrun (TORCHELASTIC_USE_AGENT_STORE=True)
-    makes every rank a client of a store it expects torchrun's agent to host: nobody hosts it, and the server's
-    workers time out reaching it (the hang of several learner ranks, 2026-11-28)."""
+    makes every rank a client of a store it expects torchrun's agent to host: nobody hosts it, the server's
+    workers time out reaching it, and a learner with several ranks hangs."""
     from vllm.distributed.utils import stateless_init_torch_distributed_process_group
 
     return stateless_init_torch_distributed_process_group(host, port, rank, world_size, backend="gloo",

@@ -4,9 +4,9 @@
 
 Reads what each benchmark wrote (bench/verifier.json, rollout.json, step.json, step-2proc.json, profile.json,
 trl.json, step-ustat.json, step-async.json, dispatch.json); a missing file is reported as not run, never filled in.
-Prints the table and checks the goals of the benchmark issues: our step time <= 0.5x TRL's, learner MFU >= 45% of
+Prints the table and checks the benchmark goals: our step time <= 0.5x TRL's, learner MFU >= 45% of
 the measured matmul peak; an update's operations <= 1.15x a plain training step's and its host syncs constant per
-optimizer step (dispatch.json, issue #61).
+optimizer step (dispatch.json).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Our verifier beside Math-Verify on responses in the forms policies write (#59):
-tests/cases/verifier_policy_styles.py, honest answers in the spellings and commitments of #59's rules 1-3 beside wrong
-answers and hedges in the same forms.
+"""Our verifier beside Math-Verify on responses in the forms policies write:
+tests/cases/verifier_policy_styles.py, honest answers in the spellings and commitments of the labelling conventions
+1-3 (grpo_train/verifier/rules.py's CONVENTIONS) beside wrong answers and hedges in the same forms.
 
     .venv/bin/python scripts/bench/verifier_policy_styles.py [--show]
 

@@ -1,5 +1,5 @@
 """Build an offline install kit: a folder of wheels that installs grpo_train on a machine with no network, on top
-of a CUDA PyTorch image (issue #40). Run it where PyPI is reachable, with the project's venv (DeepSpeed's wheel is
+of a CUDA PyTorch image. Run it where PyPI is reachable, with the project's venv (DeepSpeed's wheel is
 built here and its setup.py imports torch):
 
     .venv/bin/python scripts/maint/build_kit.py --out kit  # learner: rollouts with rollout.engine=hf

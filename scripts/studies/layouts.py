@@ -1,5 +1,5 @@
 """Step time by layout: a model of where a GRPO step's time goes (colocated or split, synchronous or not), checked
-against our own runs with CPU cores as devices, and its projection to GPU layouts (issue 42, part 5).
+against our own runs with CPU cores as devices, and its projection to GPU layouts.
 
     .venv/bin/python scripts/studies/layouts.py                    # measure 4 layouts on 2 cores (~10 min), check
     .venv/bin/python scripts/studies/layouts.py --report-only      # the check, from the runs already there

@@ -1,4 +1,4 @@
-"""Rollout servers lost mid-run (issue 42): each scenario trains the tiny config on rollout servers, kills a server's
+"""Rollout servers lost mid-run: each scenario trains the tiny config on rollout servers, kills a server's
 whole process group with SIGKILL once step `--kill-after` is logged, and reports whether the run finished, how long
 the step that met the loss took against the others, the sync log-prob gap after every transfer (the servers have the
 learner's weights again), and the lines the run printed about it.

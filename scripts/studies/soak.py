@@ -1,4 +1,4 @@
-"""A long tiny run under chaos (issue 56 item 3): what a week on a shared cluster does to a run, in one script.
+"""A long tiny run under chaos: what a week on a shared cluster does to a run, in one script.
 
 Each layout trains the tiny config for `--steps` steps (checkpoints every 10, run.keep_last 2) while a schedule of
 faults hits it; after each fault the run is started again with `run.resume=auto`, as Slurm's requeue would:

@@ -35,6 +35,7 @@ separate commands; `.venv/bin/` prefixes are dropped):
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 import shlex
 import subprocess
@@ -430,8 +431,63 @@ def test_relative_links_reach_a_file_and_a_heading(doc):
     assert not broken, f"{doc.name}: {broken}"
 
 
-def test_the_readme_layout_names_every_module():
-    layout = (REPO / "README.md").read_text().split("## Layout", 1)[1]
-    modules = [p.name for p in sorted((REPO / "grpo_train").glob("*.py"))]
-    missing = [name for name in modules if not re.search(rf"\b{re.escape(name)}\b", layout)]
-    assert not missing, f"README.md's layout does not name {missing}"
+LAYOUT_NAME = re.compile(r"\w+(?:\.py|/)")  # a module or a folder, as the layout's first column names them
+LAYOUT_FILE = re.compile(r"(?<![\w/.])\w+\.py\b")  # a module named in a description (not a path like tests/x.py)
+
+
+def readme_layout_paths(readme: str) -> set[str]:
+    """The paths under grpo_train/ that README.md's layout names, relative to it ("rollout/", "rollout/engines.py").
+
+    The package's block runs from its `grpo_train/` line to the next unindented one. A line indented 2 names
+    modules or a folder of the package, one indented 4 modules of the folder above it, in its first column (the names
+    before the description); a module named in a description (`aliases.py: ...`) belongs to the line's folder, a
+    deeper-indented line continues the one above it."""
+    block = readme.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    start = next(i for i, line in enumerate(block) if line.startswith("grpo_train/"))
+    paths: set[str] = set()
+    folder = scope = ""
+    for line in block[start + 1:]:
+        if not line.startswith(" "):
+            break
+        indent = len(line) - len(line.lstrip())
+        words = line.split()
+        names = list(itertools.takewhile(LAYOUT_NAME.fullmatch, words))
+        if indent == 2:
+            folder = scope = next((name for name in names if name.endswith("/")), "")
+        elif indent == 4:
+            scope = folder
+        names = [scope + name if name.endswith(".py") else name for name in names]
+        paths.update(names)
+        paths.update(scope + name for name in LAYOUT_FILE.findall(" ".join(words[len(names):])))
+    return paths
+
+
+def package_paths() -> set[str]:
+    """grpo_train's modules and subpackages (a subpackage's __init__.py goes by its folder's name)."""
+    package = REPO / "grpo_train"
+    modules = {p.relative_to(package).as_posix() for p in package.glob("*.py")}
+    for init in package.glob("*/__init__.py"):
+        modules.add(init.parent.name + "/")
+        modules.update(f"{init.parent.name}/{p.name}" for p in init.parent.glob("*.py") if p.name != "__init__.py")
+    return modules
+
+
+def layout_mismatch(readme: str) -> tuple[list[str], list[str]]:
+    """(modules the layout does not name, names in it that are no module), relative to grpo_train/."""
+    named, actual = readme_layout_paths(readme), package_paths()
+    return sorted(actual - named), sorted(named - actual)
+
+
+def test_the_readme_layout_names_every_module_and_nothing_else():
+    missing, stale = layout_mismatch((REPO / "README.md").read_text())
+    assert not missing, f"README.md's layout does not name grpo_train/ {missing}"
+    assert not stale, f"README.md's layout names grpo_train/ {stale}, which do not exist (renamed or removed?)"
+
+
+def test_the_layout_check_finds_stale_and_missing_names():
+    readme = (REPO / "README.md").read_text()
+    stale = readme.replace("  trainer.py        ", "  trainer.py step.py", 1).replace(
+        "    extract.py", "    config_schema.py extract.py", 1).replace("aliases.py: TRL's", "alias.py: TRL's", 1)
+    assert stale != readme
+    assert layout_mismatch(stale) == (["config/aliases.py"], ["config/alias.py", "step.py",
+                                                              "verifier/config_schema.py"])

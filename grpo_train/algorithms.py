@@ -135,11 +135,17 @@ def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
 # ---------------------------------------------------------------------------------------------------
 # Policy losses: the PPO/GRPO clipped surrogate, GSPO and CISPO, chosen in `policy_loss`
 # ---------------------------------------------------------------------------------------------------
-def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
-    """Mean of values over the positions where mask is 1. values: [B, T] or [B, 1] (one value per sequence,
-    counted once per token of it), mask: [B, T]. Returns a 0-d tensor."""
-    valid = mask.to(values.dtype)
-    return (values * valid).sum() / valid.sum().clamp(min=1.0)
+def masked_means(values: dict[str, Tensor], mask: Tensor) -> dict[str, Tensor]:
+    """The mean of each of `values` over the positions where mask is 1, in one stacked reduction (a handful of
+    operations whatever the number of values). values: {name: [B, T] or [B, 1]} (one value per sequence, counted
+    once per token of it), bool or float; mask: [B, T]. Returns {name: fp32 0-d tensor}."""
+    if not values:
+        return {}
+    with torch.no_grad():
+        stacked = torch.stack([v.expand(mask.shape) for v in values.values()]).float()  # [S, B, T]
+        valid = mask.float()
+        means = (stacked * valid).sum((1, 2)) / valid.sum().clamp(min=1.0)  # [S]
+    return dict(zip(values, means.unbind(), strict=True))
 
 
 def ppo_surrogate(log_ratio: Tensor, advantages: Tensor, clip_low: float, clip_high: float,
@@ -372,7 +378,7 @@ def policy_loss(
         events["entropy"] = entropy.detach()
 
     valid = mask.bool()
-    stats = {name: masked_mean(value.float(), valid) for name, value in events.items()}
+    stats = masked_means(events, valid)
     # Padding positions may hold arbitrary log-probs; zero them so they cannot leak NaN/inf into sums.
     return torch.where(valid, loss, torch.zeros_like(loss)), stats, weight
 
@@ -395,15 +401,14 @@ def loss_normaliser(
       limit, rollout.max_tokens, not the longest sequence of the batch, so the scale does not depend on the batch;
       TRL uses its max_completion_length, the same limit).
     """
-    sequences = float(mask.bool().any(dim=1).sum())
     if mode == "token_mean":
         return float(mask.sum())
     if mode == "seq_mean_token_mean":
-        return sequences
+        return float(mask.bool().any(dim=1).sum())
     if mode == "seq_mean_token_sum_norm":
         if max_completion_length is None:
             raise ValueError("seq_mean_token_sum_norm needs max_completion_length")
-        return sequences * max_completion_length
+        return float(mask.bool().any(dim=1).sum()) * max_completion_length
     raise ValueError(f"unknown aggregation mode {mode!r}; expected one of {AGG_MODES}")
 
 

@@ -353,7 +353,8 @@ class Learner:
         normaliser = max(1.0, all_reduce_sum(algorithms.loss_normaliser(mask, a.loss_agg, self.cfg.rollout.max_tokens)))
         # This step's statistics stay on the device, summed over micro-batches, and are read once after the step:
         # no host sync per micro-batch or head chunk.
-        sums: dict[str, Tensor] = {}
+        stat_names: list[str] = []  # the statistics policy_loss returns, the same in every micro-batch
+        stat_sums: Tensor | float = 0.0
         by_age = torch.zeros(2, self.cfg.rollout.max_staleness + 1, dtype=torch.float64, device=self.device)
         tokens = loss_share = torch.zeros((), dtype=torch.float64, device=self.device)
         passes, trained = self._micro_batches(batch, index)
@@ -386,11 +387,13 @@ class Learner:
             count = cmask.sum(dtype=torch.float64) * scale  # a padding pass (scale 0) adds nothing to the statistics
             tokens = tokens + count
             loss_share = loss_share + share.detach().double()
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value.double() * count
+            if stats:  # summed as one vector: a few operations per micro-batch whatever the number of statistics
+                stat_names = stat_names or list(stats)
+                stat_sums = stat_sums + torch.stack([stats[name] for name in stat_names]).double() * count
             if sub.staleness is not None and scale:  # weight: the behaviour weights policy_loss applied
                 by_age += behaviour_by_staleness(weight, sub.staleness, cmask, by_age.shape[1])
         applied = self._step()
+        sums = dict(zip(stat_names, stat_sums.unbind(), strict=True)) if stat_names else {}
         out = global_step_stats(loss_share, sums, tokens, trained, len(index))
         if batch.staleness is not None:  # the mean behaviour weight of the tokens n versions old (none: left out)
             ages = {f"behaviour_weight/{n}": (by_age[0, n], by_age[1, n]) for n in range(by_age.shape[1])}

@@ -20,13 +20,14 @@ from torch import Tensor
 # The log-softmax: ~4 MB of fp32 per chunk on CPU, so each chunk's passes (upcast, log-sum-exp, softmax, entropy; in
 # backward the softmax again) run in the cache instead of streaming [B, T, V] fp32 tensors through memory several
 # times (SmolLM2's update of a 4 x 8 bf16 batch on 2 CPU cores: 6.1 s with the full fp32 log-softmax, 4.7 s with
-# this). On a GPU each chunk costs ~5 kernel launches, more than their work when a chunk is small: 64 M elements
-# there (256 MiB fp32, ~440 rows of Qwen2.5's 151,936-token vocabulary; docs/benchmarks.md, scripts/bench/
-# bench_dispatch.py counts the operations an update dispatches).
+# this). On a GPU each chunk costs ~10 kernel launches in forward and ~6 in backward, more than their work when a
+# chunk is small, and the cache argument does not hold: a chunk there is the fused head's (below), 128 M elements
+# (512 MiB fp32, ~880 rows of Qwen2.5's 151,936-token vocabulary), so the fused head runs one log-softmax per head
+# chunk (scripts/bench/bench_dispatch.py counts the operations an update dispatches).
 CHUNK_ELEMENTS = 2**20
-GPU_CHUNK_ELEMENTS = 2**26
+GPU_CHUNK_ELEMENTS = 2**27
 # The fused head: each chunk reads the whole head weight, so a chunk must be wide enough for its matmul not to be
-# bound by that read (~220 rows of Qwen2.5's vocabulary on CPU, ~880 on a GPU: 2 log-softmax chunks); its logits and,
+# bound by that read (~220 rows of Qwen2.5's vocabulary on CPU, ~880 on a GPU: one log-softmax chunk); its logits and,
 # in backward, their gradient are the only [rows, V] tensors: 2 x 64 MiB (CPU, fp32) and 2 x 256 MiB (GPU, bf16).
 # scripts/bench/bench_logprob_memory.py measures the CPU one; grpo_train/memory.py keeps the GPU one.
 HEAD_CHUNK_ELEMENTS = 2**25
@@ -78,13 +79,14 @@ def _logits_forward(logits: Tensor, tokens: Tensor, temperature: float,
     log_norm = torch.empty_like(logp)
     entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
     for chunk in _row_chunks(rows, vocab, logits.device):
+        # Results are written in place (out=): no copy of each chunk's rows into the [M] outputs.
         scaled = _scaled_chunk(logits, chunk, temperature)
-        log_norm[chunk] = torch.logsumexp(scaled, -1)
-        logp[chunk] = scaled.gather(-1, tokens[chunk, None]).squeeze(-1) - log_norm[chunk]
+        torch.logsumexp(scaled, -1, out=log_norm[chunk])
+        torch.sub(scaled.gather(-1, tokens[chunk, None]).squeeze(-1), log_norm[chunk], out=logp[chunk])
         if with_entropy:
             # H = log Z - sum_v p_v x_v with p = softmax(x), x = logits / T
             probs = (scaled - log_norm[chunk, None]).exp_()
-            entropy[chunk] = log_norm[chunk] - (probs * scaled).sum(-1)
+            torch.sub(log_norm[chunk], (probs * scaled).sum(-1), out=entropy[chunk])
     return logp, entropy, log_norm
 
 

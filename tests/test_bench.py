@@ -103,6 +103,25 @@ def test_dispatch_counter_counts_operations_and_syncs_without_views():
     with bench_dispatch.DispatchCounter() as counter:
         (a @ w).sum().backward()  # backward runs under the counter too: the mm of w's gradient
     assert counter.ops["aten.mm"] == 2 and counter.ops["aten.sum"] == 1
+    assert counter.by_source == {"other": 4}  # this file's code (on the CPU, backward runs in the calling thread)
+
+
+def test_dispatch_sources_name_deepspeed_apart_from_the_backward_it_runs():
+    """An operation is DeepSpeed's when DeepSpeed's code dispatched it (a ZeRO gradient copy), but the backward's
+    when it runs inside DeepSpeed's engine.backward (the model's backward), the learner's from grpo_train/."""
+    import sys
+
+    def caller(path: str, function: str):
+        scope = {"sys": sys}
+        exec(compile(f"def {function}():\n    return sys._getframe()", path, "exec"), scope)
+        return scope[function]()
+
+    site = "/x/site-packages/deepspeed/runtime/"
+    assert bench_dispatch.source(caller(site + "zero/stage_1_and_2.py", "copy_grads_in_partition")) == "deepspeed"
+    assert bench_dispatch.source(caller(site + "engine.py", "_take_model_step")) == "deepspeed"
+    assert bench_dispatch.source(caller(site + "engine.py", "backward")) == "backward"
+    assert bench_dispatch.source(caller("/w/grpo_train/learner.py", "update")) == "grpo_train"
+    assert bench_dispatch.source(caller("/x/site-packages/torch/nn/functional.py", "linear")) == "other"  # its caller
 
 
 def test_per_layer_and_outside_split():
@@ -139,6 +158,14 @@ def test_report_renders_the_dispatch_section():
                                       {"head": "fused head"})
     text = "\n".join(bench_report.report_lines({"dispatch": result}))
     assert "**1.00x** (goal <= 1.15x: met)" in text and "constant per optimizer step: met" in text
+    # ZeRO-0 beside it (its own row) and the update's operations by source: 10 of DeepSpeed's per layer at depth 2
+    update[1]["by_source"] = {"deepspeed": 30, "backward": 470}
+    update[2]["by_source"] = {"deepspeed": 40, "backward": 560}
+    zero0 = {1: _counted(480, 9, {}), 2: _counted(570, 9, {})}  # 390 + 24 x 90 = 2550
+    result = bench_dispatch.summarise(update, plain, _counted(520, 12, {}), {"head": "fused head"}, zero0)
+    text = "\n".join(bench_report.report_lines({"dispatch": result}))
+    assert "| at 24 layers, ZeRO-0 (per layer 90, outside 390) | 2550 | 2360 | 1.08x |" in text
+    assert "backward 90 per layer, 380 outside; deepspeed 10 per layer, 20 outside" in text
 
 
 def test_yardstick_text_against_both_plain_rates_and_old_results():

@@ -91,16 +91,38 @@ def call_site() -> str:
     return "?"
 
 
+def source(frame) -> str:
+    """Whose code dispatched the operation running in `frame`, from the innermost frame outside torch and this file:
+    "deepspeed" (DeepSpeed's optimizer and ZeRO bookkeeping: gradient buckets, partition copies, norms, clipping),
+    "backward" (autograd's backward of the model and the loss, run from DeepSpeed's engine.backward or torch's),
+    "transformers" (the model's forward), "grpo_train" (the learner's own code: log-prob kernels, loss,
+    statistics), or "other"."""
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if "/torch/" not in path and path != __file__:
+            if "/deepspeed/" in path:
+                return "backward" if path.endswith("runtime/engine.py") and frame.f_code.co_name == "backward" \
+                    else "deepspeed"
+            for name in ("transformers", "grpo_train"):
+                if f"/{name}/" in path:
+                    return name
+            return "other"
+        frame = frame.f_back
+    return "backward"  # autograd's engine threads have no Python caller
+
+
 class DispatchCounter(TorchDispatchMode):
     """Counts the operations dispatched (views excluded) and the host syncs while active.
 
-    ops: Counter of operation names; syncs: Counter of call sites of `_local_scalar_dense` and `Tensor.tolist`;
-    data_dependent: Counter of the call sites of `shape_from_data` ops. Every tensor is counted, whatever its device.
+    ops: Counter of operation names; by_source: Counter of the operations by whose code dispatched them (`source`);
+    syncs: Counter of call sites of `_local_scalar_dense` and `Tensor.tolist`; data_dependent: Counter of the call
+    sites of `shape_from_data` ops. Every tensor is counted, whatever its device.
     """
 
     def __init__(self):
         super().__init__()
         self.ops: Counter[str] = Counter()
+        self.by_source: Counter[str] = Counter()
         self.syncs: Counter[str] = Counter()
         self.data_dependent: Counter[str] = Counter()
         self._tolist = torch.Tensor.tolist
@@ -112,6 +134,7 @@ class DispatchCounter(TorchDispatchMode):
             self.data_dependent[call_site()] += 1
         if not is_view(func):
             self.ops[str(func.overloadpacket)] += 1
+            self.by_source[source(sys._getframe(1))] += 1
         return func(*args, **(kwargs or {}))
 
     def __enter__(self):
@@ -131,6 +154,7 @@ class DispatchCounter(TorchDispatchMode):
     def totals(self) -> dict:
         return {"ops": sum(self.ops.values()), "syncs": sum(self.syncs.values()),
                 "shape_from_data": sum(self.data_dependent.values()), "by_op": dict(self.ops.most_common()),
+                "by_source": dict(self.by_source.most_common()),
                 "sync_sites": dict(self.syncs.most_common()),
                 "shape_from_data_sites": dict(self.data_dependent.most_common())}
 
@@ -172,23 +196,23 @@ def random_batch(rows: int, prompt_len: int, completion_len: int, vocab: int, se
     return make_update_batch(prompt_ids, completion_ids, [[-2.0] * completion_len] * rows, advantages, pad_id=0)
 
 
-def learner_config(model_path: str, micro_batch_size: int):
+def learner_config(model_path: str, micro_batch_size: int, zero_stage: int = 2):
     from grpo_train.config import load_config
 
     return load_config(None, [
         f"model.name_or_path={model_path}", "model.max_model_len=256", f"rollout.max_tokens={COMPLETION_LEN}",
         f"algorithm.group_size={GROUP}", f"algorithm.prompts_per_step={PROMPTS}", "algorithm.kl_coef=0",
         "algorithm.seq_correction=none",  # the sampler log-probs are placeholders
-        "learner.zero_stage=2", "learner.precision=fp32", f"learner.micro_batch_size={micro_batch_size}"])
+        f"learner.zero_stage={zero_stage}", "learner.precision=fp32", f"learner.micro_batch_size={micro_batch_size}"])
 
 
-def count_update(model_path: str, micro_batch_size: int) -> dict:
+def count_update(model_path: str, micro_batch_size: int, zero_stage: int = 2) -> dict:
     """One Learner.update of the benchmark's batch, counted (after an uncounted update of 2 short rows), with the
     fused head: where the learner's rule takes it for a pass of `micro_batch_size` rows, else forced."""
     from grpo_train.forward import fusing_pays
     from grpo_train.learner import Learner
 
-    learner = Learner(learner_config(model_path, micro_batch_size), model_path, total_optimizer_steps=4)
+    learner = Learner(learner_config(model_path, micro_batch_size, zero_stage), model_path, total_optimizer_steps=4)
     taken = fusing_pays(learner.module, micro_batch_size * COMPLETION_LEN, learner.device)
     learner.fused = None if taken else True  # None: the learner's own choice (fusing_pays)
     vocab = learner.base_config.vocab_size
@@ -248,11 +272,20 @@ def split_by_op(depth1: dict[str, int], depth2: dict[str, int]) -> dict[str, dic
 # Report
 
 
-def summarise(update: dict[int, dict], plain: dict[int, dict], micro4: dict, chunks: dict) -> dict:
+def summarise(update: dict[int, dict], plain: dict[int, dict], micro4: dict, chunks: dict,
+              zero0: dict[int, dict] | None = None) -> dict:
+    """The counts at depth 1 and 2 -> the figures written to dispatch.json (zero0: the same update under ZeRO-0,
+    which keeps no gradient partitions, to show what ZeRO-2's own bookkeeping costs)."""
     ops = {"update": split_layers(update[1]["ops"], update[2]["ops"]),
            "plain": split_layers(plain[1]["ops"], plain[2]["ops"])}
+    if zero0:
+        ops["update_zero0"] = split_layers(zero0[1]["ops"], zero0[2]["ops"])
     at = f"at_{FULL_DEPTH}_layers"
     ratio = {k: round(ops["update"][k] / ops["plain"][k], 3) for k in ("per_layer", "outside", at)}
+    if zero0:
+        ratio[f"zero0_{at}"] = round(ops["update_zero0"][at] / ops["plain"][at], 3)
+    src1, src2 = update[1].get("by_source", {}), update[2].get("by_source", {})
+    by_source = {src: split_layers(src1.get(src, 0), src2.get(src, 0)) for src in sorted(set(src1) | set(src2))}
     syncs = {"update_1_micro_batch": update[1]["syncs"], "update_4_micro_batches": micro4["syncs"],
              "update_depth_2": update[2]["syncs"], "plain": plain[1]["syncs"],
              "shape_from_data_1_micro_batch": update[1]["shape_from_data"],
@@ -268,7 +301,7 @@ def summarise(update: dict[int, dict], plain: dict[int, dict], micro4: dict, chu
             "attn_implementation": update[1]["attn_implementation"],
             "devices": "CPU only: every tensor is on the CPU, so every sync is counted (the host batch's too)",
             **chunks},
-        "ops": ops, "ops_ratio": ratio, "goal_ops_ratio": GOAL_OPS_RATIO,
+        "ops": ops, "ops_ratio": ratio, "goal_ops_ratio": GOAL_OPS_RATIO, "update_ops_by_source": by_source,
         "ops_goal_met": ratio[at] <= GOAL_OPS_RATIO,
         "syncs": syncs, "syncs_constant_per_optimizer_step": micro4["syncs"] == update[1]["syncs"],
         "sync_sites": {"update_1_micro_batch": update[1]["sync_sites"], "update_4_micro_batches": micro4["sync_sites"],
@@ -290,6 +323,13 @@ def report_text(result: dict) -> list[str]:
     at = f"at_{FULL_DEPTH}_layers"
     rows = [f"| {k.replace('_', ' ')} | {ops['update'][k]} | {ops['plain'][k]} | {ratio[k]:.2f}x |"
             for k in ("per_layer", "outside", at)]
+    if "update_zero0" in ops:
+        z = ops["update_zero0"]
+        rows.append(f"| {at.replace('_', ' ')}, ZeRO-0 (per layer {z['per_layer']}, outside {z['outside']}) | "
+                    f"{z[at]} | {ops['plain'][at]} | {z[at] / ops['plain'][at]:.2f}x |")
+    by_source = result.get("update_ops_by_source", {})
+    sources = "; ".join(f"{src} {n['per_layer']} per layer, {n['outside']} outside"
+                        for src, n in sorted(by_source.items(), key=lambda kv: -kv[1]["per_layer"]))
     return [
         f"Operations dispatched (views excluded) by one learner update against a plain forward + backward + fused "
         f"AdamW step of the same model and tokens ({result['setting']['batch']}; {result['setting']['learner']}; "
@@ -297,6 +337,7 @@ def report_text(result: dict) -> list[str]:
         "| operations | update | plain step | update / plain |", "|---|---|---|---|", *rows, "",
         f"Update / plain at {FULL_DEPTH} layers: **{ratio[at]:.2f}x** (goal <= {result['goal_ops_ratio']}x: "
         f"{'met' if result['ops_goal_met'] else 'not met'}).", "",
+        *([f"The update's operations by whose code dispatched them (`source`): {sources}.", ""] if sources else []),
         f"Host syncs (`.item()`/`float()`/`bool()` of a tensor, `.tolist()`) per optimizer step: "
         f"**{s['update_1_micro_batch']}** with 1 micro-batch, **{s['update_4_micro_batches']}** with 4 "
         f"({s['update_depth_2']} at depth 2; the plain step {s['plain']}); goal constant per optimizer step: "
@@ -325,11 +366,12 @@ def main() -> None:
     # The chunk sizes the code picks on CUDA (module-level patches: both are read at each pass).
     kernels.HEAD_CHUNK_ELEMENTS = kernels.GPU_HEAD_CHUNK_ELEMENTS
     kernels.CHUNK_ELEMENTS = kernels.GPU_CHUNK_ELEMENTS
-    update, plain = {}, {}
+    update, plain, zero0 = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for depth in (1, 2):
             path = make_model(Path(tmp) / f"depth{depth}", depth)
             update[depth] = count_update(path, MICRO_BATCHES[0])
+            zero0[depth] = count_update(path, MICRO_BATCHES[0], zero_stage=0)
             plain[depth] = count_plain(path, update[depth]["attn_implementation"])
             print(f"depth {depth}: update {update[depth]['ops']} ops, {update[depth]['syncs']} syncs "
                   f"({update[depth]['seconds']} s); plain {plain[depth]['ops']} ops, {plain[depth]['syncs']} syncs "
@@ -343,7 +385,7 @@ def main() -> None:
     chunks["head"] = (f"fused head ({chunks['fused_head_16_rows']} at 16 rows, {chunks['fused_head_4_rows']} at 4) "
                       f"in the CUDA chunks: {chunks['head_chunk_rows']} rows per head chunk, "
                       f"{chunks['log_softmax_chunk_rows']} per log-softmax chunk (the CPU sizes patched to the GPU's)")
-    result = summarise(update, plain, micro4, chunks)
+    result = summarise(update, plain, micro4, chunks, zero0)
     result["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -25,15 +25,16 @@ trainable (P, or the LoRA adapters' count), N ranks, ZeRO stage z:
     in backward, their gradient: b * c * V * 2a (for Qwen's 152k vocabulary larger than all layers together).
 - old / reference log-prob passes (no gradient, same micro-batch): nothing is kept for a backward pass, so
   one layer's set at a time, a * (9h + 4i) per token, plus one head chunk's logits, r * V * a (b * c * V * a on
-  the reference path; the fp32 log-softmax runs a few rows at a time).
+  the reference path; the fp32 log-softmax runs a chunk of rows at a time).
 - vLLM: gpu_memory_utilization * GPU memory (its weights, P * w_vllm / tensor_parallel_size, and the KV
   cache in what is left).
 
-The peak is the largest of three phases. Rollout: learner weights, gradients, optimizer, reference and the
-vLLM share. Log-prob passes: the same plus those passes' activations, and plus the vLLM share only when sleep
-mode is off (the trainer puts vLLM to sleep before these passes; asleep, vLLM frees its KV cache and discards
-its weights, which the weight sync reloads). Update: likewise with the update's activations. Not counted:
-the CUDA context, NCCL and DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator
+The peak is the largest of three phases. Rollout: learner weights, gradients, optimizer, reference and the vLLM
+share. Log-prob passes: the same plus those passes' activations, and plus the vLLM share only when sleep mode is off
+(the trainer puts vLLM to sleep before these passes; asleep, vLLM frees its KV cache and discards its weights, which
+the weight sync reloads). Update: likewise with the update's activations. Not counted: the fp32 log-softmax's
+transients (on a GPU up to ~3 x r x V x 4 bytes while a head chunk's rows are normalised, ~1.5 GiB for Qwen2.5's
+vocabulary), the CUDA context, NCCL and DeepSpeed buffers (ZeRO buckets, ZeRO-3 gathered layers) and allocator
 fragmentation, so keep 10-15% of the GPU free. A sequence is taken at its longest, model.max_model_len tokens,
 rollout.max_tokens of them completion tokens; with learner.max_tokens_per_micro_batch a micro-batch holds at most
 that many padded tokens, b * s = the budget, all of them counted as completion positions (the head's term).

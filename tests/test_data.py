@@ -236,7 +236,7 @@ def test_source_errors(tmp_path):
     with pytest.raises(DataError, match="data.source: 'gsm8k.txt' is not"):
         load_problems(DataConfig(source="gsm8k.txt"), "train")
     # grpo-eval --data gsm9k sets data.source and data.eval_source to the same text: the message names
-    # data.source (issue 25, item 6), not eval_source, which the user never wrote.
+    # data.source, not eval_source, which the user never wrote.
     with pytest.raises(DataError, match="^data.source: 'gsm9k' is not synthetic, gsm8k, math"):
         load_problems(DataConfig(source="gsm9k", eval_source="gsm9k"), "test")
 
@@ -253,7 +253,7 @@ def test_hub_source_offline_suggests_a_local_file(monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Hub datasets without a hub (issue 45): the error within seconds, not after datasets' ~26 s of retries; and what
+# Hub datasets without a hub: the error within seconds, not after datasets' ~26 s of retries; and what
 # `hf download NAME --repo-type dataset` put in the hub cache loads offline (datasets itself does not look there)
 
 _LOAD_OFFLINE = """
@@ -454,7 +454,7 @@ def keyed(**overrides) -> DataConfig:
 
 
 def test_other_field_names_and_numbers_as_answers(tmp_path):
-    rows = [{"prompt": "Eggs left?", "solution": 18, "level": 2},  # a number (issue 25, item 9)
+    rows = [{"prompt": "Eggs left?", "solution": 18, "level": 2},  # a number
             {"prompt": "Halve 5.", "solution": 2.5},
             {"prompt": "Triple 1.", "solution": 3.0},  # written as 3
             {"prompt": "Sum?", "solution": "1 + 2 = 3\n#### 3"}]  # GSM8K kind: the text after ####

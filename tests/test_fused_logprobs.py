@@ -213,7 +213,7 @@ def test_zero3_learner_step_fused_equals_reference(tiny_path, monkeypatch):
     assert loss_fused == pytest.approx(loss_reference, abs=1e-6)
     torch.testing.assert_close(after_fused, after_reference, atol=2e-5, rtol=1e-4)
     assert chunks >= 6  # forward and recomputation of 2 micro-batches, several chunks each
-    # (the head called once per chunk, as before: [6, 25] against [3, 9], the weight gathered for every chunk)
+    # (the head called once per chunk instead: [6, 25] against [3, 9], the weight gathered for every chunk)
     assert gathers_fused == gathers_reference
 
 

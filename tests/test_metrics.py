@@ -169,7 +169,7 @@ def test_a_task_scored_only_by_reward_functions_shows_no_accuracy(tmp_path, capf
 
 
 # ----------------------------------------------------------------------------------------------------
-# curves.png: the panels follow what the run logged (issue 45)
+# curves.png: the panels follow what the run logged
 
 
 def custom_task_rows() -> list[dict]:
@@ -223,7 +223,7 @@ def test_curves_of_a_math_task_keep_accuracy_and_leave_out_what_was_not_logged()
 
 
 # ----------------------------------------------------------------------------------------------------
-# The end of a run: each reward function's failure rate (issue 45, item 4)
+# The end of a run: each reward function's failure rate
 
 
 def test_the_failure_summary_names_each_failing_function_with_its_rate():

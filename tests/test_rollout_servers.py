@@ -262,7 +262,7 @@ print(weight.tolist())
 def test_the_transfer_group_forms_under_torchruns_environment(monkeypatch, listen):
     """torchrun sets TORCHELASTIC_USE_AGENT_STORE=True in every rank, and a server started elsewhere may inherit it.
     torch's tcp:// rendezvous then makes every rank a client of a store nobody hosts: the hang of 2 learner ranks on
-    a server (2026-11-28). The sender hosts the group's store on its own bound socket, so the group forms whatever
+    a server. The sender hosts the group's store on its own bound socket, so the group forms whatever
     the environment; the case without it shows that the environment does break the rendezvous."""
     from grpo_train.rollout.transfer import _gloo_group, listening_socket
 

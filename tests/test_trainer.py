@@ -41,7 +41,7 @@ def test_tiny_run_single_process_zero2(tmp_path):
         assert not missing, f"metrics missing from step {row['step']}: {missing}"
         assert math.isfinite(row["train/loss"])
         assert row["train/sync_logprob_max_diff"] < 1e-3  # vLLM serves exactly the learner's weights
-        # The smoke config's length reward differs between a random model's completions (issue 25, item 5):
+        # The smoke config's length reward differs between a random model's completions:
         # groups are not all equal, so there is a loss and a gradient on every step.
         assert row["reward/fn/length_penalty"] < 0 and row["reward/std"] > 0
         assert row["reward/zero_variance"] < 1

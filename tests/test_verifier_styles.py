@@ -1,7 +1,7 @@
 """Correct answers in the styles real models write them (MetaMath's "The answer is: N" after a chain, GSM8K's "####"
 after a statement, step headings, <think> blocks, prices, recaps after the box, negative values restated, chat tokens),
 each beside the attacks its rule must still refuse. Found by a false-negative hunt over GSM8K test and MATH-500 in
-generated model styles (2026-11-26): before these rules every response of the first eight groups scored 0.
+generated model styles: before these rules every response of the first eight groups scored 0.
 """
 
 from fractions import Fraction
@@ -101,7 +101,7 @@ STYLES = [
     ("$\\boxed{\\text{(C) Plane or (D) Sphere}}$", "\\text{(C)}", "math", SHAPES, False, "two options"),
     ("$\\boxed{\\textbf{(B)}\\ 3(1 + r)^x = 7}$", "\\text{(B)}", "math", GROWTH, False, "option A's equation"),
     ("$\\boxed{(C)\\ 5}$", "\\text{(C)}", "math", SHAPES, False, "a value that is no option's"),
-    # #59: an "Answer:" heading over lines of working that start with values; the working's chains are not statements.
+    # An "Answer:" heading over lines of working that start with values; the working's chains are not statements.
     ("**Answer:**\n\nDay 1: 70 * 0.3 = 21 eggs\nDay 2: 21 - 3 = 18 eggs\n\n#### 18", "18", "gsm8k", EGGS, True,
      "a heading over labelled lines of working"),
     ("**Answer:**\n\n16 - 3 - 4 = 9 eggs\n9 * 2 = 18 dollars\n\n#### 18", "18", "gsm8k", EGGS, True,
@@ -168,7 +168,7 @@ def test_style_rules_stay_linear_on_a_megabyte():
 
 
 # ----------------------------------------------------------------------------------------------------
-# #59: the forms policies write (tests/cases/verifier_policy_styles.py), and the rules that credit them
+# The forms policies write (tests/cases/verifier_policy_styles.py), and the rules that credit them
 
 SALARY = "Maria earns $50,000 a year and gets a 15% raise. What is her salary after the raise?"
 
@@ -208,7 +208,7 @@ def test_reasoning_blocks_are_read_after_their_close():
     assert judge_with_timeout("<think>5</think>\n\nThe answer is 5.", "5", "gsm8k", apples).correct
     for response in ("<think>The answer is 5.</think>", "<think>The answer is 5.", "The answer is 5.</think>"):
         assert judge_with_timeout(response, "5", "gsm8k", apples).rule == "reasoning_only", response
-    # text before the opening tag: the response is read whole, as before (a box between blocks still disagrees)
+    # text before the opening tag: the response is read whole (a box between blocks still disagrees)
     assert not judge_with_timeout("\\boxed{7} <think>b</think> \\boxed{5}", "5", "gsm8k", apples).correct
 
 

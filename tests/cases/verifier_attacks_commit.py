@@ -1,4 +1,4 @@
-"""The adversarial suite's cases for the recall rules of #59 (tests/cases/verifier_attacks.py collects them): each new
+"""The adversarial suite's cases for the recall rules (tests/cases/verifier_attacks.py collects them): each new
 way to credit an answer beside the hedges it could open, shown refused.
 
   commit     the last value committed to for the asked quantity: an unmarked last sentence (GSM8K), the last of
@@ -173,7 +173,7 @@ SPELLING: list[Case] = [
         ("The answer is \\boxed{57.500 €}", False, "one dot group is a decimal (57.5), even before a euro sign"),
         ("The answer is 57,500.00.", True, "trailing zeros"),
     ], dataset="gsm8k"),
-    # Number words (#59 rule 2): an English cardinal read as its digits where a final answer is read; an ordinal, a
+    # Number words (recall rule 2): an English cardinal read as its digits where a final answer is read; an ordinal, a
     # fraction, an operation in words, another language, or two values in words are not one cardinal.
     *_cases("spelling", EGGS, "18", [
         ("The answer is eighteen.", True, "a number in words after 'The answer is'"),

@@ -213,7 +213,7 @@ NEAR: list[Case] = [
     *_cases("near", "Find $x$ if $x - 2 = 3$.", "5", [
         (_box("4.9\\overline{9}"), False, "a period of nines: another spelling of 5, not a final answer"),
         (_box("4.\\overline{9}"), False, "a period of nines right after the point"),
-        (_box("\\text{five}"), True, "a number in words a human reads as that number is the answer (#59 rule 2)"),
+        (_box("\\text{five}"), True, "a number in words a human reads as that number is the answer (number words)"),
     ]),
     *_cases("near", "Write $\\frac{1}{3}$ as a decimal.", "0.\\overline{3}", [
         (_box("0.\\overline{3}"), True, "a repeating decimal that is not all nines"),
@@ -234,7 +234,7 @@ NEAR: list[Case] = [
     ], dataset="gsm8k"),
     *_cases("near", "What is $\\frac{1}{3} \\cdot 15$?", "5", [
         (_box("5.\\overline{0}"), False, "a period of zeros is not a final form"),
-        (_box("4.\\overline{9}"), False, "a period of nines (as before)"),
+        (_box("4.\\overline{9}"), False, "a period of nines"),
         (_box("5"), True, "the number"),
     ]),
     *_cases("near", "What is $\\log_2 3$ written exactly?", "\\log_2 3", [

@@ -156,7 +156,7 @@ QUALIFIER: list[Case] = [
         ("The answer is 5 (3 + 2 = 5).", True, "the work in brackets as an equation"),
         ("The answer is 5 (3 + 4).", False, "work in brackets worth another value"),
         ("The answer is 5 (7).", False, "a second value in brackets"),
-        ("The answer is five.", True, "a number in words a human reads as that number is the answer (#59 rule 2)"),
+        ("The answer is five.", True, "a number in words a human reads as that number is the answer (number words)"),
     ], dataset="gsm8k"),
     *_cases("qualifier", "What percent of the 20 students are girls if 5 are girls?", "25", [
         ("#### 25%", True, "a percent the question asks for"),

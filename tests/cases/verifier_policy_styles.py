@@ -1,5 +1,5 @@
-"""Responses in the forms policies write (#59), written for this set (not drawn from ../shared/data): honest answers
-in the spellings and commitments of rules 1-3 of #59, beside wrong answers and hedges in the same forms. Each is
+"""Responses in the forms policies write, written for this set (not drawn from ../shared/data): honest answers
+in the spellings and commitments of recall rules 1-3, beside wrong answers and hedges in the same forms. Each is
 (response, gold, dataset, problem, expected, why); `expected` by the labelling conventions (rules.py's CONVENTIONS).
 
 Used by tests/test_verifier_styles.py (our verdicts) and scripts/bench/verifier_policy_styles.py (our misses and
@@ -89,5 +89,5 @@ STYLES: list[tuple[str, str, str, str | None, bool, str]] = [
     ("$\\boxed{4}$ full boxes, or 5 if a partial box counts.", "4", "gsm8k", PENCILS, False, "another value after"),
 ]
 
-# Honest answers still scored 0 (number words score since #59's number_words rule: none left).
+# Honest answers still scored 0 (none left: number words score under the number_words rule).
 KNOWN_MISSES: set[str] = set()

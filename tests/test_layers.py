@@ -18,8 +18,8 @@ LAYERS = {
     "verifier.boxes": 1, "verifier.form": 1, "verifier.units": 1, "verifier.compare": 1, "verifier.rules": 1,
     "verifier.commit": 1, "verifier.spelling": 1,
     "rewards": 1, "rewards.functions": 1,
-    "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "distributed": 1, "checkpoint": 1, "hf_weights": 1,
-    "micro_batches": 1,
+    "ustat": 1, "ustat.estimators": 1, "ustat.bandit": 1, "ustat.staleness": 1, "distributed": 1, "checkpoint": 1,
+    "hf_weights": 1, "micro_batches": 1,
     # 2: rollout and learner, and what runs beside them (the reward workers, rounds, eval, the metrics row, the monitor)
     "rollout": 2, "rollout.records": 2, "rollout.engines": 2, "rollout.async_pool": 2,
     "rollout.vllm_args": 2, "rollout.servers": 2, "rollout.server_launch": 2, "rollout.server_pool": 2,

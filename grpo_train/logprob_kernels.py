@@ -70,14 +70,18 @@ def _scaled_chunk(logits: Tensor, chunk: slice, temperature: float) -> Tensor:
     return scaled / temperature if temperature != 1.0 else scaled
 
 
-def _logits_forward(logits: Tensor, tokens: Tensor, temperature: float,
-                    with_entropy: bool) -> tuple[Tensor, Tensor, Tensor]:
+def _logits_forward(logits: Tensor, tokens: Tensor, temperature: float, with_entropy: bool,
+                    out: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """logits [M, V], tokens [M] -> (logp [M], entropy [M] or an empty tensor, log_norm [M]: the log-sum-exp of
-    logits / T of each row, all fp32), without autograd."""
+    logits / T of each row, all fp32), without autograd; written into `out` (three fp32 [M] tensors, views of a
+    caller's larger outputs; the entropy's ignored without with_entropy) where given."""
     rows, vocab = logits.shape
-    logp = torch.empty(rows, dtype=torch.float32, device=logits.device)
-    log_norm = torch.empty_like(logp)
-    entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
+    if out is None:
+        logp = torch.empty(rows, dtype=torch.float32, device=logits.device)
+        log_norm = torch.empty_like(logp)
+        entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
+    else:
+        logp, entropy, log_norm = out
     for chunk in _row_chunks(rows, vocab, logits.device):
         # Results are written in place (out=): no copy of each chunk's rows into the [M] outputs.
         scaled = _scaled_chunk(logits, chunk, temperature)
@@ -93,14 +97,17 @@ def _logits_forward(logits: Tensor, tokens: Tensor, temperature: float,
 def _logits_grad(logits: Tensor, tokens: Tensor, log_norm: Tensor, grad_logp: Tensor, temperature: float) -> Tensor:
     """The gradient [M, V] (logits' dtype) of sum(grad_logp * logp) with respect to logits [M, V], from the
     log-sum-exps log_norm [M] of `_logits_forward`; tokens, grad_logp: [M]."""
-    grad = torch.empty_like(logits)
+    chunks = _row_chunks(*logits.shape, logits.device)
+    grad = torch.empty_like(logits) if len(chunks) > 1 else None  # one chunk: its gradient is the whole
     grad_logp = grad_logp.float()
-    for chunk in _row_chunks(*logits.shape, logits.device):
+    for chunk in chunks:
         # d logp / d x = onehot(token) - softmax(x), and dx / dlogits = 1 / T
         scaled = _scaled_chunk(logits, chunk, temperature)
         weight = grad_logp[chunk, None] / temperature  # [rows, 1]
         g = (scaled - log_norm[chunk, None]).exp_().mul_(-weight)
         g.scatter_add_(-1, tokens[chunk, None], weight)
+        if grad is None:
+            return g.to(logits.dtype)
         grad[chunk] = g
     return grad
 
@@ -157,10 +164,8 @@ class _ChunkedHead(torch.autograd.Function):
         log_norm = torch.empty_like(logp)  # log-sum-exp of logits / T per row, reused in backward
         entropy = torch.empty_like(logp) if with_entropy else logp.new_empty(0)
         for chunk in _row_chunks(rows, weight.shape[0], hidden.device, head=True):
-            logp[chunk], chunk_entropy, log_norm[chunk] = _logits_forward(
-                F.linear(hidden[chunk], weight, bias), tokens[chunk], temperature, with_entropy)
-            if with_entropy:
-                entropy[chunk] = chunk_entropy
+            _logits_forward(F.linear(hidden[chunk], weight, bias), tokens[chunk], temperature, with_entropy,
+                            out=(logp[chunk], entropy[chunk] if with_entropy else entropy, log_norm[chunk]))
         ctx.save_for_backward(hidden, weight, bias, tokens, log_norm)
         ctx.temperature = temperature
         ctx.mark_non_differentiable(entropy)
@@ -170,14 +175,14 @@ class _ChunkedHead(torch.autograd.Function):
     def backward(ctx, grad_logp: Tensor, _grad_entropy: Tensor | None):
         hidden, weight, bias, tokens, log_norm = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
-        grad_hidden = torch.zeros_like(hidden) if need_hidden else None
+        grad_hidden = torch.empty_like(hidden) if need_hidden else None  # every row written: chunks cover them
         grad_weight = torch.zeros_like(weight) if need_weight else None
         grad_bias = torch.zeros_like(bias) if need_bias else None
         for chunk in _row_chunks(hidden.shape[0], weight.shape[0], hidden.device, head=True):
             logits = F.linear(hidden[chunk], weight, bias)  # [rows, V], recomputed
             grad_logits = _logits_grad(logits, tokens[chunk], log_norm[chunk], grad_logp[chunk], ctx.temperature)
             if need_hidden:
-                grad_hidden[chunk] = grad_logits @ weight
+                torch.mm(grad_logits, weight, out=grad_hidden[chunk])
             if need_weight:
                 grad_weight.addmm_(grad_logits.t(), hidden[chunk])
             if need_bias:

@@ -33,11 +33,13 @@ def test_worked_example_at_temperature_two():
     torch.testing.assert_close(logits.grad, torch.tensor([[0.316987, -0.316987]]))
 
 
+@pytest.mark.parametrize("chunk_rows", [4, 15])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_equals_the_full_log_softmax_across_chunk_boundaries(monkeypatch, dtype, temperature):
-    # 3 x 5 = 15 rows of 1000 logits in chunks of 4 rows: three full chunks and a remainder of 3.
-    monkeypatch.setattr(logprob_kernels, "CHUNK_ELEMENTS", 4 * 1000)
+def test_equals_the_full_log_softmax_across_chunk_boundaries(monkeypatch, dtype, temperature, chunk_rows):
+    # 3 x 5 = 15 rows of 1000 logits in chunks of 4 rows: three full chunks and a remainder of 3; or in one chunk
+    # (whose gradient is returned as it is, in the logits' dtype)
+    monkeypatch.setattr(logprob_kernels, "CHUNK_ELEMENTS", chunk_rows * 1000)
     generator = torch.Generator().manual_seed(0)
     logits = (3 * torch.randn(3, 5, 1000, generator=generator)).to(dtype).requires_grad_()
     tokens = torch.randint(0, 1000, (3, 5), generator=generator)

@@ -27,7 +27,8 @@ every run, rollout seconds = a decode step's cost x decode steps + a token's cos
 request's cost x requests resumed + a constant (one for k = 0's `generate`, one for the pool). From it, per k >= 1:
 the rollout time a step would take if the pool decoded k = 0's tokens in steps of its whole batch ((k + 1) x B x G
 sequences) and resumed nothing, against k = 0's: the most any schedule within the bound k could save on that machine
-(decoding costs no less than the fitted line).
+(decoding costs no less than the fitted line). The trainer-side online form of this line, and of the decode steps a
+phase takes at each k from the completion lengths: grpo_train/rollout/step_cost.py.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from grpo_train.metrics import read_jsonl  # noqa: E402
+from grpo_train.rollout.step_cost import least_squares  # noqa: E402
 
 LONG_TAIL = {"demo": ["rollout.max_tokens=256"],
              "chat": ["rollout.max_tokens=256", "data.template=chat", "data.num_shots=0"]}
@@ -108,15 +110,13 @@ def cost_fit(work: list[dict]) -> dict:
     """The least-squares line through every step of `engine_work` (module docstring): seconds per decode step, per
     token, per resumed request, the constants of `generate` (k = 0) and of the pool, and R^2."""
     x = np.array([[w["decode_steps"], w["tokens"], w["resumed"], not w["pool"], w["pool"]] for w in work], float)
-    y = np.array([w["rollout_s"] for w in work])
-    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
-    if len(work) <= x.shape[1] or rank < x.shape[1]:
+    solved = least_squares(x, np.array([w["rollout_s"] for w in work]))
+    if solved is None:
         raise ValueError(f"cost fit: {len(work)} steps do not determine its {x.shape[1]} terms (too few steps, or "
                          f"terms that move together: it needs k = 0 and pool steps, with varied counts)")
-    residual = y - x @ coef
+    coef, r2 = solved
     return {"decode_step_s": float(coef[0]), "token_s": float(coef[1]), "resumed_s": float(coef[2]),
-            "sync_s": float(coef[3]), "pool_s": float(coef[4]),
-            "r2": float(1 - (residual ** 2).sum() / ((y - y.mean()) ** 2).sum()), "steps": len(work)}
+            "sync_s": float(coef[3]), "pool_s": float(coef[4]), "r2": r2, "steps": len(work)}
 
 
 def parts(fit: dict, work: list[dict]) -> dict:

@@ -1,0 +1,301 @@
+"""The cost side of `rollout.max_staleness: auto` (issue #58 item 1): the seconds a step would take at each candidate
+staleness bound k = 0 .. k_max, predicted online from the run's own measurements, and checked every step against the
+measured step at the k in force (docs/u-statistics.md#the-cost-side-of-k). Pure (numpy and the standard library);
+nothing in the trainer uses it yet.
+
+1. A generation phase's seconds (`PhaseCost`: least squares over the last `window` phases, refit at every one):
+
+       rollout_s = a x decode_steps + b x tokens + c x resumed + d
+
+   decode_steps: the engine's steps in the phase (`rollout/engine_steps`; k = 0's `generate`: the batch's longest
+   completion, which a synchronous batch decodes to); tokens: the tokens it generated; resumed: the requests it
+   submitted again with a prefix (each prefilled again: its KV cache was the old weights'); d: a constant. It is
+   scripts/studies/async_study.py's `cost_fit`, with one constant for every k. A term whose count was 0 in every
+   phase of the window (resumed at k = 0) is not determined: its coefficient is the prior's, or unknown, and then
+   a prediction that needs it is None. Fewer phases than terms + 1, or terms that move together (every step decoded
+   to max_tokens: decode steps constant), determine nothing: the prior, or None.
+
+2. The work a phase does at k (`pool_phases`), from completion lengths, by the rule of the rollout pool
+   (rollout/async_pool.py, rounds.PoolRounds): the batch due at step i (B groups of G, C = B x G completions) is
+   admitted at step max(1, i - k) (k + 1 batches at step 1, then one a step); step s's phase runs every unfinished
+   completion of the batches due at s .. s + k until the batch due at s is complete, one token per completion per
+   engine step; the others are paused with what they have. With p the tokens a completion has at the phase's start
+   and L its length:
+
+       decode_steps_s = max over the batch due at s of (L - p)        (0 if it finished in earlier phases)
+       tokens_s       = sum over the live completions of min(L - p, decode_steps_s)
+       resumed_s      = the live completions with 0 < p < L
+
+   k = 0: each step's longest completion, its tokens, nothing resumed. At k >= 1 a phase waits only for the batch
+   due, whose completions have had up to k phases already, and the batches due later fill the engine meanwhile, so
+   decode steps per phase fall towards the typical length; every completion is still decoded once (tokens per step
+   do not depend on k) but the paused ones are resumed. With equal lengths L the pool merges k + 1 steps' batches
+   into one phase of L decode steps followed by k empty phases: L / (k + 1) decode steps a phase, nothing resumed
+   (fuller decode steps, not a shorter tail). `phase_work` draws the batches from the measured lengths (the same
+   draws for every k), averages the decode steps and resumes of the steady state's phases (after the lockstep
+   start) and takes a batch's tokens per phase.
+
+3. The step (`StepCost`), with learner_s = step_s - rollout_s (scoring, the log-prob passes, the update, the weight
+   sync: measured, mean over the window) and sync_s the weight push within it:
+
+       colocated (the engine and the learner take turns), or k = 0:  step_s(k) = rollout_s(k) + learner_s
+       rollout servers, k >= 1 (`overlap`):                          step_s(k) = sync_s + max(rollout_s(k),
+                                                                                              learner_s - sync_s)
+
+   On servers the pool's requests go on through the learner's passes and pause only for the push, so the learner
+   waits only for generation beyond its own phases. rollout_s(k) = the phase fit at the mean work of item 2.
+
+Assumptions (where they fail, the prediction does): every request of a phase advances one token per engine step
+from its first (its prefill, resumed prefixes included, fits one step; the engine holds (k + 1) x C sequences:
+vLLM's max_num_seqs and max_num_batched_tokens do not bind); the lengths do not depend on k, on the step or on the
+admission order (independent draws from the window's lengths); a decode step costs a plus b per sequence it carries,
+at any batch size (on a GPU b is small against a, on a CPU most of it); a resumed request costs c whatever its
+prefix's length (`rollout/resumed_tokens` is not a term); one constant for `generate` and the pool (the study found
+0.124 s against 0.114 s on a CPU); learner_s does not depend on k (the same completions are trained); no
+dynamic-sampling rounds. On rollout servers a phase's seconds are the learner's wait and its engine steps are not
+counted, so the phase fit needs the servers' generation seconds (perf/server_busy_s), not measured against this model
+yet.
+
+    cost = StepCost(k_max=4, window=64)
+    predicted = cost.predict(completions=B * G)   # {k: step seconds or None}, or None before enough steps
+    cost.observe(k, PhaseWork(steps, tokens, resumed, rollout_s), lengths, learner_s, step_s=step_s)
+    cost.checks["step"].median()                   # running median |relative error| at the k in force
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TERMS = ("decode_step_s", "token_s", "resumed_s", "constant_s")  # the coefficients a, b, c, d of a phase's seconds
+
+
+@dataclass(frozen=True)
+class PhaseWork:
+    """What one generation phase did (a colocated pool's `Phase`: engine_steps, tokens, resumed, seconds)."""
+
+    decode_steps: float
+    tokens: float
+    resumed: float
+    seconds: float = 0.0
+
+    @classmethod
+    def generate(cls, lengths: Sequence[int], seconds: float = 0.0) -> PhaseWork:
+        """k = 0's `generate` of a batch with these completion lengths: it decodes to its longest, resumes nothing."""
+        return cls(max(lengths, default=0), sum(lengths), 0, seconds)
+
+    def row(self) -> list[float]:
+        """The phase's counts against TERMS (the constant's 1 last)."""
+        return [self.decode_steps, self.tokens, self.resumed, 1.0]
+
+
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """The least-squares coefficients of y ~ x and R^2; None when the rows do not determine them (no more rows than
+    terms, or terms that move together). Columns are scaled to a common size before the solve, so counts of
+    thousands beside a constant's 1 do not blur the rank."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 2 or len(x) <= x.shape[1]:
+        return None
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, _, rank, _ = np.linalg.lstsq(x / scale, y, rcond=None)
+    if rank < x.shape[1]:
+        return None
+    coef = coef / scale
+    residual = y - x @ coef
+    total = ((y - y.mean()) ** 2).sum()
+    return coef, float(1 - (residual ** 2).sum() / total) if total > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class PhaseFit:
+    """A phase's seconds as a x decode_steps + b x tokens + c x resumed + d: each coefficient (TERMS) fitted, the
+    prior's, or None (not determined); source "fit" or "prior"; R^2 over the phases fitted (None: the prior)."""
+
+    coefficients: dict[str, float | None]
+    source: str
+    phases: int
+    r2: float | None = None
+
+    def seconds(self, decode_steps: float, tokens: float, resumed: float) -> float | None:
+        """The predicted seconds of a phase with this work; None if it needs a coefficient not determined."""
+        total = 0.0
+        for term, count in zip(TERMS, (decode_steps, tokens, resumed, 1.0), strict=True):
+            if count:
+                if self.coefficients[term] is None:
+                    return None
+                total += self.coefficients[term] * count
+        return total
+
+
+class PhaseCost:
+    """The online fit of a phase's seconds over its last `window` phases (module docstring, item 1). `prior`: every
+    coefficient of TERMS, used where the phases do not determine one (or all)."""
+
+    def __init__(self, window: int = 64, prior: Mapping[str, float] | None = None) -> None:
+        if window <= len(TERMS):
+            raise ValueError(f"phase cost window {window}: it must hold more phases than the {len(TERMS)} terms")
+        if prior is not None and set(prior) != set(TERMS):
+            raise ValueError(f"phase cost prior {sorted(prior)}: give every one of {list(TERMS)}")
+        self.prior = dict(prior) if prior is not None else None
+        self.phases: deque[PhaseWork] = deque(maxlen=window)
+
+    def observe(self, work: PhaseWork) -> None:
+        self.phases.append(work)
+
+    def fit(self) -> PhaseFit | None:
+        """The fit over the window: the terms whose counts were nonzero somewhere (the constant always), the others
+        the prior's or None; all the prior's when the phases do not determine those terms; None without a prior."""
+        x = np.array([w.row() for w in self.phases], float).reshape(-1, len(TERMS))
+        active = [i for i in range(len(TERMS)) if np.any(x[:, i] != 0) or TERMS[i] == "constant_s"]
+        solved = least_squares(x[:, active], np.array([w.seconds for w in self.phases], float))
+        if solved is None:
+            return PhaseFit(dict(self.prior), "prior", len(self.phases)) if self.prior is not None else None
+        coef, r2 = solved
+        fitted = dict(zip((TERMS[i] for i in active), coef.tolist(), strict=True))
+        return PhaseFit({t: fitted.get(t, self.prior[t] if self.prior else None) for t in TERMS}, "fit",
+                        len(self.phases), r2)
+
+
+def pool_phases(lengths: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """Per step, the work of its generation phase at staleness bound k (module docstring, item 2): `lengths[i]` are
+    the completion lengths of the batch due at step i + 1 (C of them, every group of the step together). Returns
+    decode_steps, tokens, resumed and resumed_tokens (the paused prefixes prefilled again), one entry per step."""
+    lengths = np.asarray(lengths, np.int64)
+    if lengths.ndim != 2 or k < 0:
+        raise ValueError(f"pool_phases: lengths of shape (steps, completions) and k >= 0, not {lengths.shape}, {k}")
+    steps = len(lengths)
+    progress = np.zeros_like(lengths)
+    out = {key: np.zeros(steps, np.int64) for key in ("decode_steps", "tokens", "resumed", "resumed_tokens")}
+    for s in range(steps):
+        live = slice(s, min(steps, s + k + 1))  # due at s .. s + k: admitted at max(1, i - k) <= s
+        left = lengths[live] - progress[live]
+        decode = max(int(left[0].max(initial=0)), 0)
+        paused = (progress[live] > 0) & (left > 0)
+        out["resumed"][s] = paused.sum()
+        out["resumed_tokens"][s] = progress[live][paused].sum()
+        advanced = np.minimum(np.maximum(left, 0), decode)
+        out["tokens"][s] = advanced.sum()
+        out["decode_steps"][s] = decode
+        progress[live] += advanced
+    return out
+
+
+def phase_work(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int = 120,
+               seed: int = 0) -> dict[int, PhaseWork]:
+    """The mean work of a phase at each k in `ks`, for batches of `completions` drawn (with replacement) from the
+    measured `lengths`, the same draws for every k: the decode steps and resumed requests of `steps` phases of the
+    steady state (after a burn-in of 16 (k_max + 1) phases: the pool starts with k + 1 fresh batches in lockstep,
+    and its phases stay correlated for ~10 (k + 1) phases; with k batches after them, so the last ones also have
+    their pool), and the tokens the due batches hold (every completion is decoded once, so in the steady state a
+    phase generates a batch's tokens on average, at any k). 120 steps: a whole number of equal lengths' periods of
+    k + 1 phases for every k <= 4."""
+    if not len(lengths) or completions < 1 or not ks:
+        raise ValueError("phase_work: needs measured lengths, completions >= 1 and a k")
+    burn = 16 * (max(ks) + 1)
+    draws = np.random.default_rng(seed).choice(np.asarray(lengths, np.int64),
+                                               size=(burn + steps + max(ks), completions))
+    tokens = float(draws[burn: burn + steps].sum(axis=1).mean())
+    out = {}
+    for k in ks:
+        phases = pool_phases(draws[: burn + steps + k], k)
+        out[k] = PhaseWork(float(phases["decode_steps"][burn: burn + steps].mean()), tokens,
+                           float(phases["resumed"][burn: burn + steps].mean()))
+    return out
+
+
+@dataclass
+class RelativeErrors:
+    """Predicted against measured, step by step: the relative error (predicted - measured) / measured of the sums over
+    the last `span` steps (the step's own with span 1); `missing` counts the steps without one (a step in the span
+    had no prediction: not enough data yet)."""
+
+    errors: list[float] = field(default_factory=list)
+    missing: int = 0
+    pairs: list[tuple[float | None, float]] = field(default_factory=list)  # (predicted, measured) of every step
+
+    def add(self, predicted: float | None, measured: float, span: int = 1) -> float | None:
+        self.pairs.append((predicted, measured))
+        last = self.pairs[-span:]
+        if len(last) < span or any(p is None for p, _ in last) or sum(m for _, m in last) <= 0:
+            self.missing += 1
+            return None
+        self.errors.append(sum(p for p, _ in last) / sum(m for _, m in last) - 1)
+        return self.errors[-1]
+
+    def median(self) -> float | None:
+        """The median |relative error| so far (the target: <= 0.15 at the k in force); None before any."""
+        return statistics.median(abs(e) for e in self.errors) if self.errors else None
+
+    def bias(self) -> float | None:
+        """The median signed relative error (> 0: the prediction runs high)."""
+        return statistics.median(self.errors) if self.errors else None
+
+
+class StepCost:
+    """The step's seconds at each k = 0 .. k_max (module docstring, item 3), from the last `window` steps: their
+    phases (the fit), their completion lengths (the work at each k) and their learner seconds. `overlap`: rollout
+    servers (generation goes on through the learner's passes at k >= 1). `checks`: the step's and the rollout's
+    relative errors at the k in force, recorded by `observe` before the step joins the window, over the last k + 1
+    steps (one cycle of the pool: at k >= 1 a long phase is followed by short ones, and the prediction is their mean;
+    k = 0: the step alone)."""
+
+    def __init__(self, k_max: int, window: int = 64, prior: Mapping[str, float] | None = None,
+                 overlap: bool = False, steps: int = 120, seed: int = 0) -> None:
+        self.k_max, self.overlap, self.steps, self.seed = k_max, overlap, steps, seed
+        self.phase_cost = PhaseCost(window, prior)
+        self.lengths: deque[list[int]] = deque(maxlen=window)  # per step, its completions' lengths
+        self.learner: deque[tuple[float, float]] = deque(maxlen=window)  # per step, (learner_s, sync_s)
+        self.checks = {"step": RelativeErrors(), "rollout": RelativeErrors()}
+
+    def predict(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
+        """Predicted seconds per step at each k of `ks` (default 0 .. k_max) for batches of `completions` (B x G on
+        one engine). None before a step was observed or while the phase fit has neither enough phases nor a prior;
+        a k whose work needs an undetermined coefficient (resumed, before any phase resumed and without a prior):
+        None."""
+        both = self._predict(completions, ks)
+        return None if both is None else {k: step for k, (_, step) in both.items()}
+
+    def predict_rollout(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
+        """`predict`'s generation phase alone: rollout_s(k)."""
+        both = self._predict(completions, ks)
+        return None if both is None else {k: rollout for k, (rollout, _) in both.items()}
+
+    def _predict(self, completions: int, ks: Sequence[int] | None,
+                 ) -> dict[int, tuple[float | None, float | None]] | None:
+        fit = self.phase_cost.fit()
+        if fit is None or not self.lengths:
+            return None
+        ks = list(range(self.k_max + 1)) if ks is None else list(ks)
+        work = phase_work([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
+        learner_s = statistics.mean(learner for learner, _ in self.learner)
+        sync_s = statistics.mean(sync for _, sync in self.learner)
+        out: dict[int, tuple[float | None, float | None]] = {}
+        for k in ks:
+            rollout_s = fit.seconds(work[k].decode_steps, work[k].tokens, work[k].resumed)
+            if rollout_s is None:
+                out[k] = (None, None)
+            elif self.overlap and k >= 1:
+                out[k] = (rollout_s, sync_s + max(rollout_s, learner_s - sync_s))
+            else:
+                out[k] = (rollout_s, rollout_s + learner_s)
+        return out
+
+    def observe(self, k: int, work: PhaseWork, lengths: Sequence[int], learner_s: float, step_s: float,
+                sync_s: float = 0.0) -> float | None:
+        """A step at staleness bound k: its phase's work and seconds, its trained completions' lengths, its learner
+        seconds (step_s - rollout_s) and its weight push's. First checks the prediction from the steps before against
+        the measured step (and rollout), over the last k + 1 steps (`checks`); returns the step's relative error, or
+        None without one."""
+        both = self._predict(len(lengths), [k]) if lengths else None
+        rollout_s, predicted_s = both[k] if both is not None else (None, None)
+        self.checks["rollout"].add(rollout_s, work.seconds, span=k + 1)
+        error = self.checks["step"].add(predicted_s, step_s, span=k + 1)
+        self.phase_cost.observe(work)
+        self.lengths.append(list(lengths))
+        self.learner.append((learner_s, sync_s))
+        return error

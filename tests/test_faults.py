@@ -63,11 +63,25 @@ def start(run_dir: Path, *overrides: str) -> subprocess.Popen:
                    *overrides], run_dir)
 
 
+def as_a_shell_starts_it() -> None:
+    """In the child before exec: the signal dispositions and mask a terminal's shell gives a command (Ctrl-C's default
+    handler, nothing blocked), whatever state earlier tests left in this test process (a child inherits an ignored
+    or blocked SIGINT, and then no Ctrl-C reaches the run)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def signal_state() -> str:
+    """This process's SIGINT disposition and blocked signals (a failed Ctrl-C test reports them)."""
+    return f"SIGINT here: {signal.getsignal(signal.SIGINT)}, blocked: {signal.pthread_sigmask(signal.SIG_BLOCK, [])}"
+
+
 def launch(cmd: list[str], run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """The command in its own process group (a Ctrl-C or kill reaches all it starts), its output in RUN_DIR.log."""
+    """The command in its own process group (a Ctrl-C or kill reaches all it starts), started as a shell would start
+    it, its output in RUN_DIR.log."""
     log = open(run_dir.with_suffix(".log"), "ab")  # noqa: SIM115 -- the child writes it; closed in `stop`
     proc = subprocess.Popen(cmd, cwd=REPO, env={**run_env(), **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_a_shell_starts_it)  # noqa: PLW1509
     proc.log = log
     return proc
 
@@ -185,7 +199,7 @@ def test_killed_interrupted_and_resumed_run_matches_the_uninterrupted_one(tmp_pa
     returncode = resumed.wait(timeout=120)
     log = stop(resumed)
     assert f"resumed from {ckpts / 'step-000001'} at step 1" in log.replace("\n", "")
-    assert returncode == 130, log[-5000:]
+    assert returncode == 130, signal_state() + "\n" + log[-5000:]
     step, ckpt, argv = resume_line(log, "interrupted")
     assert ckpt == ckpts / latest(run) and step >= 2
     assert [r["step"] for r in metric_rows(run)] == list(range(1, step + 1))

@@ -6,6 +6,7 @@ and a long-tail setting where a synchronous batch waits on its longest completio
     .venv/bin/python scripts/studies/async_study.py --long-tail --seeds 0   # max_tokens 256, spread lengths
     .venv/bin/python scripts/studies/async_study.py --steps 8 --eval-size 50 --seeds 0 --ks 0 1
     .venv/bin/python scripts/studies/async_study.py --report-only           # summarise the runs already there
+    .venv/bin/python scripts/studies/async_study.py --ks 0 1 2 auto         # and rollout.max_staleness=auto
 
 Per run (runs/async[-long-tail]/k<K>-seed<S>, one fresh `grpo-train` process each, one after another): trained
 completion tokens, rollout seconds per 1k trained tokens (generation only; scoring is perf/reward_s), mean step
@@ -29,6 +30,16 @@ the rollout time a step would take if the pool decoded k = 0's tokens in steps o
 sequences) and resumed nothing, against k = 0's: the most any schedule within the bound k could save on that machine
 (decoding costs no less than the fitted line). The trainer-side online form of this line, and of the decode steps a
 phase takes at each k from the completion lengths: grpo_train/rollout/step_cost.py.
+
+`auto` among `--ks` (runs/.../k<auto>-seed<S> with `rollout.max_staleness=auto`, grpo_train/pace.py; the console's
+lines also go to its console.log) is in the table above (its staleness and times are those of whatever k it chose),
+and a second table follows, per run and averaged over seeds, for every k: the k in force at the last step
+(pace/k) and the share of the steps spent at each k (every training step, the first included); the median
+|pace/step_s_error| over the run (the step-time prediction against the measured step at the k in force; target
+within 15%); the training minutes (the sum of perf/step_s over every training step, warm-up included: the wall-clock
+the run trained for, evaluations left out); and the held-out accuracy per training minute, (accuracy after -
+accuracy before) / those minutes (none without evaluations, `--eval-size 0`). Then auto's "max_staleness auto:"
+lines, per run. The cost fit leaves auto's runs out.
 """
 
 from __future__ import annotations
@@ -53,11 +64,39 @@ LONG_TAIL = {"demo": ["rollout.max_tokens=256"],
              "chat": ["rollout.max_tokens=256", "data.template=chat", "data.num_shots=0"]}
 
 
-def run(config: Path, k: int, seed: int, run_dir: Path, overrides: list[str]) -> None:
+AUTO = "auto"
+
+
+def staleness(value: str) -> int | str:
+    """A value of --ks: a number k >= 0, or auto."""
+    if value == AUTO:
+        return AUTO
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: a number k >= 0 or auto") from None
+    if k < 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: a number k >= 0 or auto")
+    return k
+
+
+def run(config: Path, k: int | str, seed: int, run_dir: Path, overrides: list[str]) -> None:
     shutil.rmtree(run_dir, ignore_errors=True)
     command = [str(Path(sys.executable).parent / "grpo-train"), "--config", str(config), *overrides,
                f"rollout.max_staleness={k}", f"run.seed={seed}", f"run.output_dir={run_dir}"]
-    subprocess.run(command, cwd=ROOT, check=True)
+    if k != AUTO:
+        subprocess.run(command, cwd=ROOT, check=True)
+        return
+    # auto: the console (stderr) shown as it comes and kept, for its "max_staleness auto:" lines
+    lines = []
+    with subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, bufsize=1) as process:
+        for line in process.stderr:
+            sys.stderr.write(line)
+            lines.append(line)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "console.log").write_text("".join(lines))
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
 
 
 def _read(run_dir: Path, warmup: int) -> tuple[list[dict], list[dict], int]:
@@ -95,6 +134,56 @@ def result(run_dir: Path, warmup: int) -> dict:
         "completion_len_mean": round(statistics.mean(r["train/completion_len_mean"] for r in steps), 1),
         "accuracy_before": evals.get(0), "accuracy_after": evals[max(evals)] if evals else None,
     }
+
+
+def pace_result(run_dir: Path, k: int | str) -> dict:
+    """A run's pace figures (module docstring): the k in force at its last step, the share of its steps at each k,
+    the median |pace/step_s_error|, its training minutes and held-out accuracy gained per training minute."""
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    steps = [r for r in rows if "train/loss" in r]
+    in_force = [int(r["pace/k"]) if "pace/k" in r else k for r in steps]
+    errors = [abs(r["pace/step_s_error"]) for r in steps if r.get("pace/step_s_error") is not None]
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    minutes = sum(r["perf/step_s"] for r in steps) / 60
+    gain = evals[max(evals)] - evals[0] if len(evals) > 1 and 0 in evals else None
+    log = run_dir / "console.log"
+    return {
+        "k_last": in_force[-1], "k_steps": "".join(str(x) for x in in_force),
+        "k_share": {str(x): round(in_force.count(x) / len(in_force), 3) for x in sorted(set(in_force))},
+        "step_s_error_median": round(statistics.median(errors), 4) if errors else None,
+        "train_minutes": round(minutes, 3),
+        "accuracy_per_minute": round(gain / minutes, 4) if gain is not None and minutes else None,
+        "choices": [line.strip() for line in log.read_text().splitlines() if line.startswith("max_staleness auto:")]
+        if log.exists() else [],
+    }
+
+
+def _share(share: dict) -> str:
+    return " ".join(f"{x}:{v:.0%}" for x, v in share.items())
+
+
+def pace_table(results: list[dict], ks: list) -> None:
+    """The second table (module docstring): per run, then the means over seeds per k."""
+    print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {'|step err| med':>14} {'train min':>9} "
+          f"{'acc gain/min':>12}  k per step")
+    for r in results:
+        err = f"{r['step_s_error_median']:.1%}" if r["step_s_error_median"] is not None else "-"
+        acc = f"{r['accuracy_per_minute']:.4f}" if r["accuracy_per_minute"] is not None else "-"
+        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} "
+              f"{r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
+    for k in ks:
+        mine = [r for r in results if r["k"] == k]
+        share = {x: statistics.mean(r["k_share"].get(x, 0.0) for r in mine)
+                 for x in sorted({x for r in mine for x in r["k_share"]})}
+        errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
+        accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
+        err = f"{statistics.mean(errors):.1%}" if errors else "-"
+        acc = f"{statistics.mean(accs):.4f}" if accs else "-"
+        print(f"{k!s:>4} {'mean':>4} {','.join(str(r['k_last']) for r in mine):>8} {_share(share):>20} {err:>14} "
+              f"{statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
+    for r in results:  # auto's choices, as its console printed them
+        for line in r["choices"]:
+            print(f"k{r['k']}-seed{r['seed']}: {line}")
 
 
 def engine_work(run_dir: Path, warmup: int) -> list[dict]:
@@ -141,7 +230,8 @@ def parser() -> argparse.ArgumentParser:
     """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", type=Path, default=ROOT / "configs" / "smollm2-arith-demo.yaml")
-    p.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2], help="values of rollout.max_staleness")
+    p.add_argument("--ks", type=staleness, nargs="+", default=[0, 1, 2],
+                   help="values of rollout.max_staleness: numbers, or auto (grpo_train/pace.py)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=0, help="run.steps (0: the config's)")
     p.add_argument("--eval-size", type=int, default=-1, help="run.eval_size (-1: the config's)")
@@ -176,6 +266,8 @@ def main() -> None:
                 if not args.keep_checkpoints:
                     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the figures come from metrics.jsonl
             results.append({"k": k, "seed": seed, **result(run_dir, args.warmup)})
+            if AUTO in args.ks:
+                results[-1].update(pace_result(run_dir, k))
     means = {}
     for k in args.ks:
         mine = [r for r in results if r["k"] == k]
@@ -185,23 +277,32 @@ def main() -> None:
         after = [r["accuracy_after"] for r in mine if r["accuracy_after"] is not None]
         means[k]["accuracy_after"] = statistics.mean(after) if after else None
         means[k]["accuracy_after_spread"] = [min(after), max(after)] if after else None
+        if AUTO in args.ks:
+            errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
+            accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
+            means[k].update({"k_last": [r["k_last"] for r in mine],
+                             "step_s_error_median": statistics.mean(errors) if errors else None,
+                             "train_minutes": statistics.mean(r["train_minutes"] for r in mine),
+                             "accuracy_per_minute": statistics.mean(accs) if accs else None})
     base = means.get(0)
     summary = {"config": str(args.config), "overrides": overrides, "runs": results, "means": means}
+    fixed = [k for k in args.ks if k != AUTO]  # the cost fit's: auto's k moves within a run
     work = {k: [w for r in results if r["k"] == k for w in engine_work(Path(r["run_dir"]), args.warmup)]
-            for k in args.ks}
+            for k in fixed}
     per_step = results[0]["completions_per_step"]
     try:
-        fit = cost_fit([w for k in args.ks for w in work[k]]) if 0 in work and len(work) > 1 else None
+        fit = cost_fit([w for k in fixed for w in work[k]]) if 0 in work and len(work) > 1 else None
     except ValueError as e:
         print(e)  # (say, every step decoded to max_tokens: its decode steps are its constant)
         fit = None
     if fit:
-        summary["cost_fit"] = {**fit, "parts": {k: parts(fit, work[k]) for k in args.ks},
-                               "ceiling": {k: ceiling(fit, work[0], (k + 1) * per_step) for k in args.ks if k}}
+        summary["cost_fit"] = {**fit, "parts": {k: parts(fit, work[k]) for k in fixed},
+                               "ceiling": {k: ceiling(fit, work[0], (k + 1) * per_step) for k in fixed if k}}
     out = folder / "async-study.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"{'k':>2} {'seeds':>5} {'tokens':>7} {'rollout s/1k':>12} {'x k=0':>6} {'step s':>7} {'x k=0':>6} "
+    w = 4 if AUTO in args.ks else 2  # the k column
+    print(f"{'k':>{w}} {'seeds':>5} {'tokens':>7} {'rollout s/1k':>12} {'x k=0':>6} {'step s':>7} {'x k=0':>6} "
           f"{'idle s':>7} {'decode':>6} {'x k=0':>6} {'stale':>6} {'acc after (min-max)':>20}")
     for k, m in means.items():
         acc = (f"{m['accuracy_after']:.3f} ({m['accuracy_after_spread'][0]:.3f}-{m['accuracy_after_spread'][1]:.3f})"
@@ -210,7 +311,7 @@ def main() -> None:
         def ratio(key: str, m: dict = m) -> str:
             return f"{m[key] / base[key]:.2f}" if base else "-"
 
-        print(f"{k:>2} {len(args.seeds):>5} {m['trained_tokens']:>7.0f} {m['rollout_s_per_1k_tokens']:>12.3f} "
+        print(f"{k!s:>{w}} {len(args.seeds):>5} {m['trained_tokens']:>7.0f} {m['rollout_s_per_1k_tokens']:>12.3f} "
               f"{ratio('rollout_s_per_1k_tokens'):>6} {m['mean_step_s']:>7.2f} {ratio('mean_step_s'):>6} "
               f"{m['engine_idle_s']:>7.2f} {m['decode_steps']:>6.1f} {ratio('decode_steps'):>6} "
               f"{m['staleness_mean']:>6.2f} {acc:>20}")
@@ -224,6 +325,8 @@ def main() -> None:
                   f"{p['tokens_s']:.3f} + resumed {p['resumed_s']:.3f} + constant {p['constant_s']:.3f}"
                   + (f"; every step full ({(k + 1) * per_step} sequences), none resumed: {best:.2f}x k = 0"
                      if best else ""))
+    if AUTO in args.ks:
+        pace_table(results, args.ks)
     print(f"wrote {out}")
 
 

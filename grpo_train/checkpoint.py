@@ -177,19 +177,23 @@ class Stateful(Protocol):
 
 
 def trainer_state(step: int, sampler: Stateful, cfg: Config, monitor: Stateful | None = None,
-                  pool: Stateful | None = None) -> dict:
+                  pool: Stateful | None = None, pace: Stateful | None = None) -> dict:
     """The trainer's part of a checkpoint (the learner adds its own counters): the step, the data position, the
     resolved config; with the monitor, its window and G, so a resumed run makes the same group_size auto choices;
-    with the rollout pool, every rank's groups in flight (collective), so a resumed run goes on with them."""
+    with the rollout pool, every rank's groups in flight (collective), so a resumed run goes on with them; with
+    rollout.max_staleness auto, the k in force and the windows behind its choices (grpo_train/pace.py)."""
     return checkpoint_state(step, sampler.state_dict(), cfg, monitor.state_dict() if monitor is not None else None,
-                            pool.state_dict() if pool is not None else None)
+                            pool.state_dict() if pool is not None else None,
+                            pace.state_dict() if pace is not None else None)
 
 
-def checkpoint_state(step: int, sampler: dict, cfg: Config, ustat: dict | None, pool: dict | None) -> dict:
+def checkpoint_state(step: int, sampler: dict, cfg: Config, ustat: dict | None, pool: dict | None,
+                     pace: dict | None = None) -> dict:
     """`trainer_state` from the parts' states (also those taken earlier: grpo_train/preemption.py's StepStart);
     collective with a pool's state (this rank's)."""
     return {"step": step, "sampler": sampler, "config": to_dict(cfg), **({"ustat": ustat} if ustat is not None else {}),
-            **({"pools": pool_states(pool)} if pool is not None else {})}
+            **({"pools": pool_states(pool)} if pool is not None else {}),
+            **({"pace": pace} if pace is not None else {})}
 
 
 def pool_states(state: dict) -> list[dict]:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # types only: importing this module loads no learner library 
     from grpo_train.config import Config
     from grpo_train.data import PromptSampler
     from grpo_train.learner import Learner
+    from grpo_train.pace import Pace
     from grpo_train.rollout import RolloutPool
     from grpo_train.ustat.monitor import UstatMonitor
 
@@ -196,16 +197,18 @@ class StepStart:
     rng: dict
     ustat: dict | None
     pool: dict | None
+    pace: dict | None = None  # rollout.max_staleness auto
 
     @classmethod
     def take(cls, step: int, sampler: PromptSampler, monitor: UstatMonitor | None,
-             pool: RolloutPool | None) -> StepStart:
+             pool: RolloutPool | None, pace: Pace | None = None) -> StepStart:
         return cls(step, sampler.state_dict(), checkpoint.rng_state(),
                    copy.deepcopy(monitor.state_dict()) if monitor is not None else None,
-                   pool.state_dict() if pool is not None else None)  # a fresh dict; the groups' prompts never change
+                   pool.state_dict() if pool is not None else None,  # a fresh dict; the groups' prompts never change
+                   copy.deepcopy(pace.state_dict()) if pace is not None else None)
 
     def save(self, learner: Learner, run_dir: Path, cfg: Config) -> None:
         """Collective: the checkpoint of `step`, with the RNG as the abandoned step found it (the save records it)."""
         checkpoint.set_rng_state(self.rng)
         learner.save_checkpoint(run_dir, self.step, checkpoint.checkpoint_state(
-            self.step, self.sampler, cfg, self.ustat, self.pool), cfg.run.keep_last)
+            self.step, self.sampler, cfg, self.ustat, self.pool, self.pace), cfg.run.keep_last)

@@ -36,6 +36,7 @@ from grpo_train.memory import PhasePeaks
 from grpo_train.metrics import MetricsLogger, NoSpreadWarning
 from grpo_train.metrics_row import StepRecord, sample_rows, step_metrics
 from grpo_train.models import check_context_length, resolve_model
+from grpo_train.pace import Pace
 from grpo_train.plot import plot_run
 from grpo_train.preemption import StepStart, StopSignals
 from grpo_train.prompts import PromptRenderer
@@ -106,7 +107,8 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
     # The U-statistic monitor (ustat/ metrics) and group_size auto's choices; it holds the G in force.
     monitor = UstatMonitor(cfg, world) if ustat_monitor_on(cfg) else None
     # rollout.max_staleness >= 1: the groups this rank's engine keeps in flight across steps (partial rollouts;
-    # on rollout servers they go on generating through the update)
+    # on rollout servers they go on generating through the update). max_staleness auto: the pool has capacity
+    # max_staleness_max and the pace (grpo_train/pace.py) sets the bound in force, k = 0 included.
     start_g, start_prompts = step_sizes(a, monitor, None, 1, engine_ranks.count)  # the G and B the run starts at
     pool_kind = ServerPool if cfg.rollout.placement == "servers" else RolloutPool
     pool = None if cfg.rollout.max_staleness == 0 else pool_kind(
@@ -115,6 +117,7 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
     # A step's rounds (grpo_train/rounds.py): its own prompts', then dynamic sampling's; from the pool with k >= 1
     rounds = (EngineRounds(tools, sampler, cfg.run.seed) if pool is None
               else PoolRounds(tools, pool, sampler, cfg.run.seed))
+    pace = Pace(cfg, world) if cfg.rollout.max_staleness_auto else None
     # Recomputed only when the update takes several optimizer steps: with one, the learner before it is the policy
     # whose ratio the loss takes (also asynchronous: the proximal policy; sampler log-probs weight the older tokens).
     needs_old_logp = a.num_iterations > 1 or a.mini_batches > 1
@@ -135,6 +138,8 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
             raise checkpoint.CheckpointError(f"{resume_from}: {err}") from None
         if monitor is not None and "ustat" in state:
             monitor.load_state_dict(state["ustat"])
+        if pace is not None and "pace" in state:
+            pace.load_state_dict(state["pace"])
         if pool is not None:
             pool.load_state_dict(checkpoint.pool_state(resume_from, state, rank, world),
                                  {p.uid: p for p in train_problems})
@@ -158,12 +163,18 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         t_step = time.perf_counter()
         peaks.start()
         seconds: dict[str, float] = {}  # perf/<phase>_s
-        step_start = StepStart.take(step - 1, sampler, monitor, pool)  # what this step changes of the last complete one
+        # what this step changes of the last complete one
+        step_start = StepStart.take(step - 1, sampler, monitor, pool, pace)
         # --------------------------------------------------------------------------------------------
         # 0. Group size: with group_size auto, every K steps the G of smallest predicted gradient MSE (with a rollout
         # pool, for the groups due from step + k on: those due before are in flight with the G they were admitted
-        # with)
-        if monitor is not None:
+        # with). With rollout.max_staleness auto, the pace chooses the staleness bound k (and G) together instead:
+        # the (G, k) of smallest predicted gradient MSE per second.
+        if pace is not None:
+            reason = pace.choose(step, monitor, rounds)
+            if reason is not None:
+                logger.print(f"max_staleness auto: {reason}")
+        elif monitor is not None:
             reason = monitor.choose_group_size(step)
             if reason is not None:
                 reason += rounds.resize(monitor.group_size, monitor.prompts_per_step // engine_ranks.count, step)
@@ -257,6 +268,9 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         record = StepRecord(group_size, first, sampled, update_stats, seconds, sync_gap, ustat_metrics,
                             peaks.metrics(), learner.skipped_nonfinite, phase, engine_times)
         metrics = step_metrics(cfg, record, verifier.functions, world, step)
+        if pace is not None:  # the step at the k in force joins the pace's windows; pace/ metrics
+            metrics.update(pace.observe(step, monitor, phase, [len(r.completion_token_ids) for r in first.rollouts],
+                                        seconds, update_stats))
         if cfg.run.samples_every and step % cfg.run.samples_every == 0:  # every rollout drawn
             logger.samples(step, sample_rows(sampled.drawn, renderer, verifier.functions))
 
@@ -272,7 +286,7 @@ def train(cfg: Config, stop: StopSignals | None = None) -> Path:
         # last step ends the run as finished); atomic, the last keep_last kept
         if stop.agree(step, "end") or step == cfg.run.steps or (cfg.run.checkpoint_every
                                                                  and step % cfg.run.checkpoint_every == 0):
-            learner.save_checkpoint(run_dir, step, checkpoint.trainer_state(step, sampler, cfg, monitor, pool),
+            learner.save_checkpoint(run_dir, step, checkpoint.trainer_state(step, sampler, cfg, monitor, pool, pace),
                                     cfg.run.keep_last)
             stop.saved(step)
         if stop.agreed and step < cfg.run.steps:

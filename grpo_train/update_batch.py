@@ -106,13 +106,16 @@ def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int
                        staleness=ages)
 
 
-def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tensor, buckets: int) -> Tensor:
-    """[2, buckets] float64 on mask's device: the sum of the behaviour weights (row 0) and the token count (row 1) of
-    the tokens 0 .. buckets - 1 versions old, left on the device (summed over micro-batches, read once per optimizer
-    step). weight: [B, T] or [B, 1] from `algorithms.mismatch_weights` (None, no correction: 1); staleness [B, T]
-    long; mask [B, T]."""
+def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tensor, buckets: int,
+                           log_ratio: Tensor | None = None) -> Tensor:
+    """[4, buckets] float64 on mask's device, per age 0 .. buckets - 1 (the tokens that many versions old): the sum
+    of the behaviour weights (row 0), the token count (row 1), and the sums of the raw log-ratio log pi_prox -
+    log pi_behav and of its square (rows 2, 3; zeros without `log_ratio`), left on the device (summed over
+    micro-batches, read once per optimizer step). weight: [B, T] or [B, 1] from `algorithms.mismatch_weights`
+    (None, no correction: 1); staleness [B, T] long; mask [B, T]; log_ratio [B, T] (no gradient)."""
     weight = torch.ones_like(mask) if weight is None else weight.expand_as(mask)
     ages = staleness.to(mask.device).flatten()
-    sums = torch.bincount(ages, weights=(weight * mask).flatten().double(), minlength=buckets)[:buckets]
-    counts = torch.bincount(ages, weights=mask.flatten().double(), minlength=buckets)[:buckets]
-    return torch.stack([sums, counts])
+    gap = torch.zeros_like(mask) if log_ratio is None else log_ratio * mask
+    rows = [weight * mask, mask, gap, gap * gap]
+    return torch.stack([torch.bincount(ages, weights=row.flatten().double(), minlength=buckets)[:buckets]
+                        for row in rows])

@@ -145,6 +145,19 @@ CHECKS: tuple[Check, ...] = (
           "needs an off-policy correction for the tokens older weights sampled: algorithm.tis_cap >= 1, "
           "algorithm.seq_correction truncate or mask, or seq_correction auto (which picks tis_cap 2 unless "
           "rollout.top_p / top_k truncate the sampling)"),
+    # rollout.max_staleness auto (grpo_train/pace.py): k in 0 .. max_staleness_max on a pool of that capacity.
+    Check("rollout.max_staleness_max", lambda c: not c.rollout.max_staleness_auto or c.rollout.max_staleness_max >= 1,
+          "must be >= 1 with rollout.max_staleness auto (k = 0 alone is the synchronous loop)"),
+    Check("rollout.max_staleness_auto",
+          lambda c: not c.rollout.max_staleness_auto or c.rollout.max_staleness == c.rollout.max_staleness_max,
+          "sets rollout.max_staleness to rollout.max_staleness_max (the pool's capacity): write "
+          "`max_staleness: auto` rather than a number beside it"),
+    Check("rollout.max_staleness_auto",
+          lambda c: not c.rollout.max_staleness_auto or c.rollout.placement == "colocated",
+          "needs rollout.placement colocated (the step-time model of rollout servers is not checked against "
+          "their measured steps yet; set rollout.max_staleness to a number)"),
+    Check("rollout.max_staleness_every", lambda c: c.rollout.max_staleness_every >= 1, "must be >= 1"),
+    Check("rollout.max_staleness_margin", lambda c: 0.0 <= c.rollout.max_staleness_margin < 1.0, "must be in [0, 1)"),
     # Rollout servers (grpo_train/rollout/servers.py; asynchronous: server_pool.py).
     Check("rollout.placement", lambda c: c.rollout.placement == "colocated" or c.rollout.engine == "vllm",
           "servers needs rollout.engine vllm (the servers are vLLM's own)"),

@@ -173,6 +173,15 @@ class RolloutConfig:
                             "(docs/algorithm.md#asynchronous-grpo; on rollout servers they go on generating through "
                             "the update). Needs rollout.engine vllm and an off-policy "
                             "correction (algorithm.seq_correction auto picks algorithm.tis_cap 2)")
+    max_staleness_auto: bool = _f(False, "choose k every max_staleness_every steps: the (G, k) with the smallest "
+                                  "predicted gradient MSE per second of wall time, k in 0 .. max_staleness_max "
+                                  "(grpo_train/pace.py; docs/u-statistics.md#the-pace-chosen-for-you); YAML "
+                                  "`max_staleness: auto` sets it, and max_staleness to max_staleness_max (the pool's "
+                                  "capacity)")
+    max_staleness_max: int = _f(2, "the largest k max_staleness auto may choose")
+    max_staleness_every: int = _f(4, "steps between max_staleness auto's choices")
+    max_staleness_margin: float = _f(0.1, "hysteresis of max_staleness auto: it leaves the (G, k) in force only "
+                                     "for one predicted to cut the MSE per second by more than this fraction")
 
 
 @dataclass
@@ -370,8 +379,9 @@ class Config:
 
 
 def ustat_monitor_on(cfg: Config) -> bool:
-    """Whether the run keeps the U-statistic monitor (asked for, or needed by group_size_auto)."""
-    return cfg.ustat.enabled or cfg.algorithm.group_size_auto
+    """Whether the run keeps the U-statistic monitor (asked for, or needed by group_size_auto or by
+    rollout.max_staleness auto, whose quality side is the monitor's constants)."""
+    return cfg.ustat.enabled or cfg.algorithm.group_size_auto or cfg.rollout.max_staleness_auto
 
 
 def rollouts_per_step(a: AlgorithmConfig) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from grpo_train.config.aliases import did_you_mean, suggest_keys
-from grpo_train.config.schema import AlgorithmConfig, Config, ConfigError
+from grpo_train.config.schema import AlgorithmConfig, Config, ConfigError, RolloutConfig
 
 
 def _group_size_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:
@@ -23,6 +23,15 @@ def _group_size_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:
     if values.get("group_size") != "auto":
         return values
     return {**{k: v for k, v in values.items() if k != "group_size"}, "group_size_auto": True}
+
+
+def _max_staleness_auto_yaml(values: dict[str, Any]) -> dict[str, Any]:
+    """rollout.max_staleness: auto -> max_staleness_auto: true, and max_staleness (the rollout pool's capacity) =
+    max_staleness_max."""
+    if values.get("max_staleness") != "auto":
+        return values
+    top = values.get("max_staleness_max", RolloutConfig.max_staleness_max)
+    return {**values, "max_staleness": top, "max_staleness_auto": True}
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ def build(cls: type, values: dict[str, Any], prefix: str, origin: Origin) -> Any
     hints = typing.get_type_hints(cls)
     docs = {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
     values = _group_size_auto_yaml(values) if cls is AlgorithmConfig else values
+    values = _max_staleness_auto_yaml(values) if cls is RolloutConfig else values
     kwargs = {}
     for name, value in values.items():
         key = f"{prefix}.{name}" if prefix else str(name)

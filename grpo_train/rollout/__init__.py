@@ -18,7 +18,7 @@
 - server_pool.py: the same pool on rollout servers, whose requests go on through the learner's update (paused with
   vLLM's keep mode around the weight transfer, each token labelled with its weight version by the server)
 - step_cost.py: the seconds a step would take at each staleness bound k, predicted from the run's phases and
-  completion lengths (the cost side of rollout.max_staleness auto, issue #58; not used by the trainer yet)
+  completion lengths (the cost side of rollout.max_staleness auto: grpo_train/pace.py)
 
 vLLM is imported only inside the vLLM engine's methods, and by transfer.py (loaded only for rollout servers).
 """

@@ -118,7 +118,8 @@ class RolloutPool:
             raise ValueError(f"max_staleness {max_staleness}: the pool is for k >= 1 (k = 0 is engine.generate)")
         self.engine = engine
         self.spec = spec  # sampling parameters; n and seed are set per request
-        self.max_staleness = max_staleness
+        self.max_staleness = max_staleness  # the capacity: no trained token is ever older
+        self.bound = max_staleness  # the k in force for new groups (rollout.max_staleness auto: `set_bound`)
         # (first deadline, G, B): the sizes of the groups due from that step on (algorithm.group_size auto: `resize`)
         self.sizes: list[tuple[int, int, int]] = [(0, group_size, groups_per_step)]
         self.groups: list[PoolGroup] = []
@@ -143,10 +144,20 @@ class RolloutPool:
                              f"size applies from the first deadline without any")
         self.sizes = [entry for entry in self.sizes if entry[0] < step] + [(step, group_size, groups_per_step)]
 
+    def set_bound(self, k: int) -> None:
+        """The staleness bound for the groups admitted from now on, 0 <= k <= max_staleness (rollout.max_staleness
+        auto). k = 0: a step admits and completes its own groups, as the synchronous loop does. The groups in flight
+        keep the deadlines they were admitted with: after a lower k their tokens may still be up to the old k
+        versions old (never more than max_staleness)."""
+        if not 0 <= k <= self.max_staleness:
+            raise ValueError(f"rollout pool: staleness bound {k} outside 0 .. {self.max_staleness}")
+        self.bound = k
+
     def open_slots(self, step: int) -> dict[int, int]:
-        """Deadline -> its free slots, for the deadlines step .. step + k with any (in order)."""
+        """Deadline -> its free slots, for the deadlines step .. step + k with any (in order; k: the bound in
+        force)."""
         taken = Counter(g.deadline for g in self.groups)
-        slots = {d: self.sizes_at(d)[1] - taken[d] for d in range(step, step + self.max_staleness + 1)}
+        slots = {d: self.sizes_at(d)[1] - taken[d] for d in range(step, step + self.bound + 1)}
         return {d: free for d, free in slots.items() if free > 0}
 
     def admit(self, problems: list[Problem], prompt_ids: list[list[int]], step: int, seed: int,
@@ -242,10 +253,11 @@ class RolloutPool:
     # ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """JSON-serialisable: every group in flight with its completions so far (a checkpoint's trainer state)."""
-        return {"admitted": self.admitted, "sizes": [list(entry) for entry in self.sizes], "groups": [
-            {"uid": g.problem.uid, "prompt_ids": g.prompt_ids, "seed": g.seed, "deadline": g.deadline,
-             "number": g.number, "completions": [dataclasses.asdict(c) for c in g.completions]}
-            for g in self.groups]}
+        groups = [{"uid": g.problem.uid, "prompt_ids": g.prompt_ids, "seed": g.seed, "deadline": g.deadline,
+                   "number": g.number, "completions": [dataclasses.asdict(c) for c in g.completions]}
+                  for g in self.groups]
+        return {"admitted": self.admitted, "bound": self.bound, "sizes": [list(entry) for entry in self.sizes],
+                "groups": groups}
 
     def load_state_dict(self, state: dict, problems: dict[str, Problem]) -> None:
         """Restore `state_dict`'s groups; `problems` maps uid -> problem (the training set)."""
@@ -253,6 +265,7 @@ class RolloutPool:
         if missing:
             raise ValueError(f"the rollout pool holds problems the training set does not have: {missing[:3]}")
         self.admitted = int(state["admitted"])
+        self.bound = int(state.get("bound", self.max_staleness))
         if "sizes" in state:  # (a checkpoint from before group_size auto with k >= 1: the constructor's sizes)
             self.sizes = [(int(d), int(g), int(b)) for d, g, b in state["sizes"]]
         self.groups = [PoolGroup(problems[g["uid"]], list(g["prompt_ids"]), int(g["seed"]), int(g["deadline"]),

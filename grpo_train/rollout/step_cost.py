@@ -1,7 +1,7 @@
 """The cost side of `rollout.max_staleness: auto` (issue #58 item 1): the seconds a step would take at each candidate
 staleness bound k = 0 .. k_max, predicted online from the run's own measurements, and checked every step against the
 measured step at the k in force (docs/u-statistics.md#the-cost-side-of-k). Pure (numpy and the standard library);
-nothing in the trainer uses it yet.
+grpo_train/pace.py uses it for the trainer's choice.
 
 1. A generation phase's seconds (`PhaseCost`: least squares over the last `window` phases, refit at every one):
 
@@ -64,6 +64,7 @@ yet.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -111,6 +112,24 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | No
     return coef, float(1 - (residual ** 2).sum() / total) if total > 0 else 1.0
 
 
+def nonnegative_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Least squares with every coefficient >= 0, by trying each subset of the columns (a handful of terms): the
+    subset fit with no negative coefficient and the smallest residual, the other coefficients 0 (all 0, R^2 0,
+    when none qualifies)."""
+    best, best_residual, best_r2 = np.zeros(x.shape[1]), float(np.square(y).sum()), 0.0
+    for size in range(1, x.shape[1] + 1):
+        for subset in itertools.combinations(range(x.shape[1]), size):
+            solved = least_squares(x[:, subset], y)
+            if solved is None or (solved[0] < 0).any():
+                continue
+            coef = np.zeros(x.shape[1])
+            coef[list(subset)] = solved[0]
+            residual = float(np.square(y - x @ coef).sum())
+            if residual < best_residual:
+                best, best_residual, best_r2 = coef, residual, solved[1]
+    return best, best_r2
+
+
 @dataclass(frozen=True)
 class PhaseFit:
     """A phase's seconds as a x decode_steps + b x tokens + c x resumed + d: each coefficient (TERMS) fitted, the
@@ -156,6 +175,8 @@ class PhaseCost:
         if solved is None:
             return PhaseFit(dict(self.prior), "prior", len(self.phases)) if self.prior is not None else None
         coef, r2 = solved
+        if (coef < 0).any():  # a cost is never negative: the best fit with every coefficient >= 0
+            coef, r2 = nonnegative_fit(x[:, active], np.array([w.seconds for w in self.phases], float))
         fitted = dict(zip((TERMS[i] for i in active), coef.tolist(), strict=True))
         return PhaseFit({t: fitted.get(t, self.prior[t] if self.prior else None) for t in TERMS}, "fit",
                         len(self.phases), r2)
@@ -164,13 +185,16 @@ class PhaseCost:
 def pool_phases(lengths: np.ndarray, k: int) -> dict[str, np.ndarray]:
     """Per step, the work of its generation phase at staleness bound k (module docstring, item 2): `lengths[i]` are
     the completion lengths of the batch due at step i + 1 (C of them, every group of the step together). Returns
-    decode_steps, tokens, resumed and resumed_tokens (the paused prefixes prefilled again), one entry per step."""
+    decode_steps, tokens, resumed and resumed_tokens (the paused prefixes prefilled again), one entry per step, and
+    age_tokens [steps, k + 1]: the tokens phase s generated for the batch due at s + j, which its update trains j
+    weight versions old (the quality side of k: how many trained tokens are how stale)."""
     lengths = np.asarray(lengths, np.int64)
     if lengths.ndim != 2 or k < 0:
         raise ValueError(f"pool_phases: lengths of shape (steps, completions) and k >= 0, not {lengths.shape}, {k}")
     steps = len(lengths)
     progress = np.zeros_like(lengths)
     out = {key: np.zeros(steps, np.int64) for key in ("decode_steps", "tokens", "resumed", "resumed_tokens")}
+    out["age_tokens"] = np.zeros((steps, k + 1), np.int64)
     for s in range(steps):
         live = slice(s, min(steps, s + k + 1))  # due at s .. s + k: admitted at max(1, i - k) <= s
         left = lengths[live] - progress[live]
@@ -180,6 +204,7 @@ def pool_phases(lengths: np.ndarray, k: int) -> dict[str, np.ndarray]:
         out["resumed_tokens"][s] = progress[live][paused].sum()
         advanced = np.minimum(np.maximum(left, 0), decode)
         out["tokens"][s] = advanced.sum()
+        out["age_tokens"][s, : len(advanced)] = advanced.sum(axis=1)
         out["decode_steps"][s] = decode
         progress[live] += advanced
     return out
@@ -194,11 +219,7 @@ def phase_work(lengths: Sequence[int], completions: int, ks: Sequence[int], step
     their pool), and the tokens the due batches hold (every completion is decoded once, so in the steady state a
     phase generates a batch's tokens on average, at any k). 120 steps: a whole number of equal lengths' periods of
     k + 1 phases for every k <= 4."""
-    if not len(lengths) or completions < 1 or not ks:
-        raise ValueError("phase_work: needs measured lengths, completions >= 1 and a k")
-    burn = 16 * (max(ks) + 1)
-    draws = np.random.default_rng(seed).choice(np.asarray(lengths, np.int64),
-                                               size=(burn + steps + max(ks), completions))
+    burn, draws = _draws(lengths, completions, ks, steps, seed)
     tokens = float(draws[burn: burn + steps].sum(axis=1).mean())
     out = {}
     for k in ks:
@@ -206,6 +227,28 @@ def phase_work(lengths: Sequence[int], completions: int, ks: Sequence[int], step
         out[k] = PhaseWork(float(phases["decode_steps"][burn: burn + steps].mean()), tokens,
                            float(phases["resumed"][burn: burn + steps].mean()))
     return out
+
+
+def age_shares(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int = 120,
+               seed: int = 0) -> dict[int, np.ndarray]:
+    """Per k of `ks`: the shares of the trained tokens 0 .. k weight versions old ([k + 1], summing to 1), in the
+    steady state of the pool for batches drawn as `phase_work` draws them (the same draws)."""
+    burn, draws = _draws(lengths, completions, ks, steps, seed)
+    out = {}
+    for k in ks:
+        ages = pool_phases(draws[: burn + steps + k], k)["age_tokens"][burn: burn + steps].sum(axis=0)
+        out[k] = ages / max(ages.sum(), 1)
+    return out
+
+
+def _draws(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int,
+           seed: int) -> tuple[int, np.ndarray]:
+    """(burn-in phases, lengths [burn + steps + max k, completions] drawn with replacement from `lengths`)."""
+    if not len(lengths) or completions < 1 or not ks:
+        raise ValueError("phase_work: needs measured lengths, completions >= 1 and a k")
+    burn = 16 * (max(ks) + 1)
+    return burn, np.random.default_rng(seed).choice(np.asarray(lengths, np.int64),
+                                                    size=(burn + steps + max(ks), completions))
 
 
 @dataclass
@@ -259,6 +302,13 @@ class StepCost:
         None."""
         both = self._predict(completions, ks)
         return None if both is None else {k: step for k, (_, step) in both.items()}
+
+    def age_shares(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, np.ndarray] | None:
+        """Per k: the shares of the trained tokens 0 .. k versions old (`age_shares` over the window's lengths)."""
+        if not self.lengths:
+            return None
+        ks = list(range(self.k_max + 1)) if ks is None else list(ks)
+        return age_shares([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
 
     def predict_rollout(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
         """`predict`'s generation phase alone: rollout_s(k)."""

@@ -34,7 +34,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from grpo_train.config import Config, ConfigError, group_size_candidates, rollouts_per_step
-from grpo_train.ustat.estimators import prompt_moments
+from grpo_train.ustat.estimators import VarianceComponents, prompt_moments
 
 MIN_GROUP_SIZE = 4  # c3 needs four distinct completions of a prompt
 
@@ -262,6 +262,19 @@ class UstatMonitor:
                       f"{len(self.window)} steps")
         self.choices.append({"step": step, "group_size": self.group_size, "reason": reason})
         return reason
+
+    def components(self) -> tuple[VarianceComponents, float] | None:
+        """The window's pooled point estimate of (c1, c2, c3), each at least 0, and gamma_bar = E_q ||grad J(q)||^2
+        (the mean of its prompts' grad_sq): what ustat/staleness.py carries to staleness k (grpo_train/pace.py).
+        None without a finite estimate."""
+        records = list(self.window)
+        if not records:
+            return None
+        c1, c2, c3 = (float(c[0]) for c in pooled_components(records))
+        if not all(math.isfinite(c) for c in (c1, c2, c3)):
+            return None
+        grad_sq = float(torch.cat([r.grad_sq for r in records]).mean())
+        return VarianceComponents(max(c1, 0.0), max(c2, 0.0), max(c3, 0.0)), grad_sq
 
     # -- one step's observation --------------------------------------------------------------------------
     def observe(self, step: int, rewards: Tensor, scores: Tensor, scored: Tensor) -> dict[str, float]:

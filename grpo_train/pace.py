@@ -1,0 +1,290 @@
+"""`rollout.max_staleness: auto`: the staleness bound k, and with algorithm.group_size auto the group size G, chosen
+together every `rollout.max_staleness_every` steps by the smallest predicted gradient MSE per second of wall time
+(docs/u-statistics.md#the-pace-chosen-for-you). The trainer calls it in two places:
+
+    pace = Pace(cfg, world)                          # set-up; the rollout pool is built at capacity max_staleness_max
+    reason = pace.choose(step, monitor, rounds)       # step 0: sets the pool's bound (and G); a line, or None
+    metrics.update(pace.observe(step, monitor, phase, lengths, seconds, update_stats))   # after the step
+
+The two sides of a candidate (G, k):
+
+- Time (rollout/step_cost.py): the step's seconds at each k from the run's own phases (decode steps, tokens,
+  resumed requests, a constant; refit every step) and learner seconds, checked every step against the measured
+  step at the k in force (`pace/step_s_error`). The last full fit stays as the prior of the terms a window at k = 0
+  cannot determine (resumed requests), so k >= 1 keeps a prediction after a long stretch at k = 0.
+- Quality (ustat/staleness.py): MSE_k(G; N) = rho_k^2 ||grad J||^2 + [G c1_k + c2_k + c3_k / (G - 1)] / N from the
+  monitor's on-policy constants (c1, c2, c3: its sketches are the unweighted scores) and two moments of the applied
+  behaviour weights c = min(pi_prox / pi_behav, tis_cap) at k: m2 = E c^2 and rho = E (w - C)+. Those come from a
+  drift model of the trained tokens' log-ratios: a token a versions old has log w ~ Normal(-v_a / 2, v_a) (mean-one
+  weights) with v_a = v_0 + d a^2 (v_0: the sampler/learner mismatch, d: the policy's drift per version squared),
+  fitted by least squares to the variances the learner measures per age (train/behaviour_log_ratio{,_sq}/<a>), and
+  the shares of the trained tokens of each age at k from the pool's rule over the measured lengths
+  (`StepCost.age_shares`). Token weights are applied per token, so their moments are taken per token (the
+  per-completion derivation with one token per completion; an approximation for longer ones).
+
+The score of a candidate is the MSE of the gradient averaged over one second of training: bias^2 + variance x
+step_s (1 / step_s steps a second average the variance, not the bias). A choice leaves the (G, k) in force only for
+a candidate whose score is lower by more than `rollout.max_staleness_margin` (hysteresis), and only candidates with
+both sides predicted compete. The run starts at k = 1 (k = 0 measures neither resumed requests nor stale weights).
+With several ranks every rank fits its own phases, and rank 0's choice is the one applied (broadcast).
+
+Wall-clock times drive the choice, so a run with max_staleness auto is not bit-reproducible across machines or
+loads; a resumed run restores the k in force, the windows and the choices (`state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch.distributed as dist
+
+from grpo_train.config import Config
+from grpo_train.rollout import Phase
+from grpo_train.rollout.step_cost import PhaseWork, StepCost
+from grpo_train.ustat.staleness import WeightMoments, stale_components
+
+PACE_WINDOW = 32  # steps of phases, lengths, learner seconds and log-ratio moments the predictions use
+
+
+# ---------------------------------------------------------------------------------------------------
+# The quality side: behaviour weights at staleness k from the measured drift of the log-ratios
+# ---------------------------------------------------------------------------------------------------
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def lognormal_weight_moments(variance: float, cap: float | None) -> WeightMoments:
+    """(rho, m2) of c = min(w, C) for mean-one lognormal weights, log w ~ Normal(-v / 2, v):
+        m2  = e^v Phi((ln C - 3v/2) / s) + C^2 (1 - Phi((ln C + v/2) / s)),   s = sqrt(v)
+        rho = E (w - C)+ = Phi((v/2 - ln C) / s) - C Phi((-v/2 - ln C) / s)
+    and without a cap m2 = e^v, rho = 0. v = 0: on-policy."""
+    if variance <= 0.0:
+        return WeightMoments.on_policy()
+    if cap is None:
+        return WeightMoments(removed=0.0, mean_sq=math.exp(variance))
+    s, log_cap = math.sqrt(variance), math.log(cap)
+    below = math.exp(variance) * _normal_cdf((log_cap - 1.5 * variance) / s)
+    above = cap * cap * (1.0 - _normal_cdf((log_cap + 0.5 * variance) / s))
+    removed = _normal_cdf((0.5 * variance - log_cap) / s) - cap * _normal_cdf((-0.5 * variance - log_cap) / s)
+    return WeightMoments(removed=max(removed, 0.0), mean_sq=below + above)
+
+
+def mixed_weight_moments(variances: list[float], shares: np.ndarray, cap: float | None) -> WeightMoments:
+    """The moments over tokens of ages 0 .. k with these shares, age a's log-ratio variance variances[a]."""
+    parts = [lognormal_weight_moments(v, cap) for v in variances]
+    return WeightMoments(removed=float(sum(p * w.removed for p, w in zip(shares, parts, strict=True))),
+                         mean_sq=float(sum(p * w.mean_sq for p, w in zip(shares, parts, strict=True))))
+
+
+class Drift:
+    """The log-ratio's variance by age, v_a = v_0 + d a^2, from the window's per-age (tokens, mean, mean square)."""
+
+    def __init__(self, ages: int, window: int = PACE_WINDOW) -> None:
+        self.ages = ages
+        self.steps: deque[list[tuple[float, float, float]]] = deque(maxlen=window)  # per step, per age
+        self.last: tuple[float, float] | None = None  # the last (v_0, d) fitted with a stale age in the window
+
+    def observe(self, update_stats: dict[str, float]) -> None:
+        """The update's train/behaviour_log_ratio{,_sq}/<a> means and the tokens' shares of each age."""
+        row = []
+        for a in range(self.ages):
+            mean = update_stats.get(f"behaviour_log_ratio/{a}")
+            mean_sq = update_stats.get(f"behaviour_log_ratio_sq/{a}")
+            row.append((1.0, mean, mean_sq) if mean is not None and mean_sq is not None else (0.0, 0.0, 0.0))
+        self.steps.append(row)
+
+    def fit(self) -> tuple[float, float] | None:
+        """(v_0, d), both >= 0: least squares of each age's variance (steps weighted alike) on [1, a^2]; the last
+        fit with a stale age when the window has only age 0; None before any."""
+        ages, variances = [], []
+        for a in range(self.ages):
+            seen = [(m, q) for n, m, q in (step[a] for step in self.steps) if n]
+            if seen:
+                mean = sum(m for m, _ in seen) / len(seen)
+                ages.append(a)
+                variances.append(max(sum(q for _, q in seen) / len(seen) - mean * mean, 0.0))
+        if not ages:
+            return self.last
+        if max(ages) == 0:
+            return (variances[0], self.last[1]) if self.last is not None else None
+        x = np.array([[1.0, a * a] for a in ages])
+        (v0, d), *_ = np.linalg.lstsq(x, np.array(variances), rcond=None)
+        if d < 0 or v0 < 0:  # a negative part is noise: fit the other alone
+            v0, d = (0.0, float(np.dot(x[:, 1], variances) / np.dot(x[:, 1], x[:, 1]))) if v0 < 0 else (
+                float(np.mean(variances)), 0.0)
+        self.last = (max(float(v0), 0.0), max(float(d), 0.0))
+        return self.last
+
+    def state_dict(self) -> dict:
+        return {"steps": [list(map(list, step)) for step in self.steps], "last": self.last}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps.clear()
+        self.steps.extend([tuple(age) for age in step] for step in state["steps"])
+        self.last = tuple(state["last"]) if state["last"] is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The choice
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Candidate:
+    """One (G, k): its predicted step seconds, gradient MSE (bias^2 included) and score (MSE per second)."""
+
+    group_size: int
+    k: int
+    step_s: float
+    mse: float
+    bias_sq: float
+    ess_fraction: float  # m1^2 / m2 of the applied weights: 1 on-policy
+    g_star: float  # 1 + sqrt(c3_k / c1_k): the monitor's G* carried to k
+
+    @property
+    def score(self) -> float:
+        """bias^2 + variance x step_s: the MSE of the gradient averaged over one second of training."""
+        return self.bias_sq + (self.mse - self.bias_sq) * self.step_s
+
+
+class Pace:
+    """The k in force, the windows behind its predictions, and the choices (module docstring)."""
+
+    def __init__(self, cfg: Config, world: int = 1) -> None:
+        r, a = cfg.rollout, cfg.algorithm
+        self.k_max, self.every, self.margin = r.max_staleness, r.max_staleness_every, r.max_staleness_margin
+        self.group_size_auto = a.group_size_auto
+        self.cap = a.tis_cap if a.tis_cap > 0 else None  # the token-level cap the loss applies (None: uncapped)
+        self.world = world
+        self.k = min(1, self.k_max)
+        self.cost = StepCost(self.k_max, window=PACE_WINDOW)
+        self.drift = Drift(self.k_max + 1)
+        self.choices: list[dict] = []  # {"step", "k", "group_size", "reason"}
+        self.warm = False  # this process has trained a step: its first (compilation, allocation) stays out
+
+    # -- the two sides ------------------------------------------------------------------------------------
+    def candidates(self, monitor, completions: int) -> list[Candidate] | None:
+        """Every (G, k) both sides predict (G: the monitor's candidates with group_size auto, else the G in
+        force); None before the monitor has constants or the cost has a fit."""
+        times = self.cost.predict(completions)
+        shares = self.cost.age_shares(completions)
+        constants = monitor.components()
+        drift = self.drift.fit()
+        if times is None or shares is None or constants is None:
+            return None
+        on_policy, grad_sq = constants
+        sizes = monitor.candidates if self.group_size_auto else [monitor.group_size]
+        out = []
+        for k, step_s in times.items():
+            if step_s is None or (drift is None and k >= 1):
+                continue
+            v0, d = drift if drift is not None else (0.0, 0.0)
+            weights = mixed_weight_moments([v0 + d * a * a for a in range(k + 1)], shares[k], self.cap)
+            stale = stale_components(on_policy, grad_sq, weights)
+            for g in sizes:
+                out.append(Candidate(g, k, step_s, stale.minibatch_mse(g, monitor.budget), stale.bias_sq,
+                                     weights.ess_fraction, stale.optimal_group_size()))
+        return out
+
+    # -- step 0: the choice -------------------------------------------------------------------------------
+    def choose(self, step: int, monitor, rounds) -> str | None:
+        """At every max_staleness_every-th step (not the first): the candidate of smallest score, if it beats the
+        (G, k) in force by more than the margin; sets the pool's bound (and the monitor's G with group_size auto,
+        resizing the pool's groups from the first deadline with none in flight). Returns the console's line."""
+        if step == 1 or (step - 1) % self.every:
+            rounds.pool.set_bound(self.k)  # the run's start (and a resumed one): the k in force
+            return None
+        completions = len(self.cost.lengths[-1]) if self.cost.lengths else 0
+        found = self.candidates(monitor, completions) if completions else None
+        current = next((c for c in found or [] if c.k == self.k and c.group_size == monitor.group_size), None)
+        if not found:
+            reason, choice = f"step {step}: k stays {self.k}: no prediction yet (the monitor's constants, the " \
+                             f"phase fit or the log-ratios' drift)", (monitor.group_size, self.k)
+        else:
+            best = min(found, key=lambda c: (c.score, c.k, c.group_size))
+            keep = current is not None and best.score >= (1 - self.margin) * current.score
+            choice = (monitor.group_size, self.k) if keep else (best.group_size, best.k)
+            table = ", ".join(f"k={c.k}: {c.step_s:.2f} s, MSE x{c.mse / found_k0(found, c).mse:.3f}"
+                              for c in sorted(found, key=lambda c: c.k) if c.group_size == choice[0])
+            side = "within" if keep else "beyond"
+            reason = (f"step {step}: (G, k) {(monitor.group_size, self.k)} -> {choice} ({side} the "
+                      f"{self.margin:.0%} margin; best {(best.group_size, best.k)}): {table}")
+        choice = _rank0(choice, self.world)
+        resized = ""
+        if choice[0] != monitor.group_size:
+            monitor.group_size = choice[0]
+            resized = rounds.resize(monitor.group_size, monitor.prompts_per_step // rounds.tools.engine_ranks.count,
+                                    step)
+        self.k = choice[1]
+        rounds.pool.set_bound(self.k)
+        self.choices.append({"step": step, "k": self.k, "group_size": monitor.group_size, "reason": reason})
+        return reason + resized
+
+    # -- after the step: the windows and the metrics -----------------------------------------------------
+    def observe(self, step: int, monitor, phase: Phase, lengths: list[int], seconds: dict[str, float],
+                update_stats: dict[str, float]) -> dict[str, float]:
+        """Add the step at the k in force (its phase, its trained completions' lengths, its seconds, the update's
+        log-ratio moments by age; not this process's first step); returns pace/ metrics (docs/metrics.md)."""
+        metrics = {"pace/k": float(self.k)}
+        if not self.warm:  # this process's first step: start-up costs, not the step's
+            self.warm = True
+            return metrics
+        work = PhaseWork(phase.engine_steps, phase.tokens, phase.resumed, phase.seconds)
+        error = self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"])
+        fit = self.cost.phase_cost.fit()
+        if fit is not None and fit.source == "fit" and all(v is not None for v in fit.coefficients.values()):
+            self.cost.phase_cost.prior = dict(fit.coefficients)  # kept for the terms a k = 0 window cannot fit
+        self.drift.observe(update_stats)
+        if error is not None:
+            metrics["pace/step_s_error"] = error
+            metrics["pace/step_s_error_median"] = self.cost.checks["step"].median()
+        found = self.candidates(monitor, len(lengths)) or []
+        for c in found:
+            if c.group_size == monitor.group_size:
+                metrics[f"pace/step_s/{c.k}"] = c.step_s
+                metrics[f"pace/mse_ratio/{c.k}"] = c.mse / found_k0(found, c).mse
+                metrics[f"pace/ess_fraction/{c.k}"] = c.ess_fraction
+                metrics[f"pace/g_star/{c.k}"] = c.g_star
+        predicted = metrics.get(f"pace/step_s/{self.k}")
+        if predicted is not None:
+            metrics["pace/step_s_predicted"] = predicted
+        return metrics
+
+    # -- checkpoint ---------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        c = self.cost
+        return {"k": self.k, "choices": self.choices, "drift": self.drift.state_dict(),
+                "prior": c.phase_cost.prior, "phases": [asdict(w) for w in c.phase_cost.phases],
+                "lengths": [list(n) for n in c.lengths], "learner": [list(x) for x in c.learner],
+                "checks": {name: {"errors": e.errors, "missing": e.missing, "pairs": [list(p) for p in e.pairs]}
+                           for name, e in c.checks.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        c = self.cost
+        self.k, self.choices = int(state["k"]), list(state["choices"])
+        self.drift.load_state_dict(state["drift"])
+        c.phase_cost.prior = state["prior"]
+        c.phase_cost.phases.clear()
+        c.phase_cost.phases.extend(PhaseWork(**w) for w in state["phases"])
+        c.lengths.clear()
+        c.lengths.extend(list(n) for n in state["lengths"])
+        c.learner.clear()
+        c.learner.extend(tuple(x) for x in state["learner"])
+        for name, e in state["checks"].items():
+            c.checks[name].errors, c.checks[name].missing = list(e["errors"]), int(e["missing"])
+            c.checks[name].pairs = [tuple(p) for p in e["pairs"]]
+
+
+def found_k0(found: list[Candidate], c: Candidate) -> Candidate:
+    """The k = 0 candidate of c's G (the MSE ratios' reference), or c itself when k = 0 has no prediction."""
+    return next((o for o in found if o.k == 0 and o.group_size == c.group_size), c)
+
+
+def _rank0(choice: tuple[int, int], world: int) -> tuple[int, int]:
+    """Rank 0's (G, k) on every rank (each rank fits its own engine's phases)."""
+    if world == 1 or not dist.is_initialized():
+        return choice
+    box = [choice]
+    dist.broadcast_object_list(box, src=0)
+    return tuple(box[0])

@@ -25,7 +25,9 @@ The two sides of a candidate (G, k):
 The score of a candidate is the MSE of the gradient averaged over one second of training: bias^2 + variance x
 step_s (1 / step_s steps a second average the variance, not the bias). A choice leaves the (G, k) in force only for
 a candidate whose score is lower by more than `rollout.max_staleness_margin` (hysteresis), and only candidates with
-both sides predicted compete. The run starts at k = 1 (k = 0 measures neither resumed requests nor stale weights).
+both sides predicted compete. The run starts at k = 1 (k = 0 measures neither resumed requests nor stale weights):
+a measurement, not a choice, so the first choice with predictions takes the best candidate whatever the margin (ties
+go to the smaller k).
 With several ranks every rank fits its own phases, and rank 0's choice is the one applied (broadcast).
 
 Wall-clock times drive the choice, so a run with max_staleness auto is not bit-reproducible across machines or
@@ -162,6 +164,7 @@ class Pace:
         self.drift = Drift(self.k_max + 1)
         self.choices: list[dict] = []  # {"step", "k", "group_size", "reason"}
         self.warm = False  # this process has trained a step: its first (compilation, allocation) stays out
+        self.informed = False  # a choice with predictions was made (the hysteresis applies from the next one)
 
     # -- the two sides ------------------------------------------------------------------------------------
     def candidates(self, monitor, completions: int) -> list[Candidate] | None:
@@ -203,13 +206,16 @@ class Pace:
                              f"phase fit or the log-ratios' drift)", (monitor.group_size, self.k)
         else:
             best = min(found, key=lambda c: (c.score, c.k, c.group_size))
-            keep = current is not None and best.score >= (1 - self.margin) * current.score
+            # The start at k = 1 is a measurement, not a choice: the first choice with predictions takes the best.
+            first, self.informed = not self.informed, True
+            keep = not first and current is not None and best.score >= (1 - self.margin) * current.score
             choice = (monitor.group_size, self.k) if keep else (best.group_size, best.k)
             table = ", ".join(f"k={c.k}: {c.step_s:.2f} s, MSE x{c.mse / found_k0(found, c).mse:.3f}"
                               for c in sorted(found, key=lambda c: c.k) if c.group_size == choice[0])
-            side = "within" if keep else "beyond"
-            reason = (f"step {step}: (G, k) {(monitor.group_size, self.k)} -> {choice} ({side} the "
-                      f"{self.margin:.0%} margin; best {(best.group_size, best.k)}): {table}")
+            side = "the first choice with predictions" if first else (
+                f"{'within' if keep else 'beyond'} the {self.margin:.0%} margin")
+            reason = (f"step {step}: (G, k) {(monitor.group_size, self.k)} -> {choice} ({side}; best "
+                      f"{(best.group_size, best.k)}): {table}")
         choice = _rank0(choice, self.world)
         resized = ""
         if choice[0] != monitor.group_size:
@@ -254,7 +260,7 @@ class Pace:
     # -- checkpoint ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         c = self.cost
-        return {"k": self.k, "choices": self.choices, "drift": self.drift.state_dict(),
+        return {"k": self.k, "informed": self.informed, "choices": self.choices, "drift": self.drift.state_dict(),
                 "prior": c.phase_cost.prior, "phases": [asdict(w) for w in c.phase_cost.phases],
                 "lengths": [list(n) for n in c.lengths], "learner": [list(x) for x in c.learner],
                 "checks": {name: {"errors": e.errors, "missing": e.missing, "pairs": [list(p) for p in e.pairs]}
@@ -262,7 +268,7 @@ class Pace:
 
     def load_state_dict(self, state: dict) -> None:
         c = self.cost
-        self.k, self.choices = int(state["k"]), list(state["choices"])
+        self.k, self.informed, self.choices = int(state["k"]), bool(state["informed"]), list(state["choices"])
         self.drift.load_state_dict(state["drift"])
         c.phase_cost.prior = state["prior"]
         c.phase_cost.phases.clear()

@@ -33,6 +33,7 @@ _STOPWORD_LIST = (
     " each every per than more less altogether together now then left remaining get got give end up out"
 )
 _STOPWORDS = frozenset(_STOPWORD_LIST.split())
+_GENERIC_NOUNS = frozenset(("total", "amount", "number", "value"))
 _INTERROGATIVE = re.compile(
     r"\b(?:how\s+(?:many|much|long|far|old|fast)|what|which|find|compute|calculate|determine)\b", re.IGNORECASE
 )
@@ -62,8 +63,7 @@ def asked_words(problem: str | None) -> frozenset[str]:
     Cached: a GRPO group shares its problem."""
     if not problem:
         return frozenset()
-    tail = problem[-QUESTION_CHARS:]
-    question = re.split(r"(?<=[.!?])\s+(?=\S)", tail.strip())[-1]
+    question = question_sentence(problem)
     start = _INTERROGATIVE.search(question)
     if start is None:
         return frozenset()
@@ -71,7 +71,22 @@ def asked_words(problem: str | None) -> frozenset[str]:
     data = _DATA_CLAUSE.search(phrase)
     phrase = phrase[: data.start()] if data is not None else phrase
     words = {_stem(w) for w in _WORD.findall(phrase) if w.lower() not in _STOPWORDS and len(w) > 2}
+    if not words:  # "What is the total amount?": the generic noun is all that names it
+        words = {_stem(w) for w in _WORD.findall(phrase) if w.lower() in _GENERIC_NOUNS}
     return frozenset(words | ({"$"} if _MONEY.search(question) else set()))
+
+
+_FIGURE = re.compile(r"\[asy\].*?(?:\[/asy\]|\Z)", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=256)
+def question_sentence(problem: str) -> str:
+    """The question of a problem: its last sentence that asks ("...?"), or its last sentence (a note such as "(Express
+    your answer as a common fraction.)" or an [asy] figure may follow the question)."""
+    if "[asy]" in problem:
+        problem = _FIGURE.sub(" ", problem).strip()
+    sentences = re.split(r"(?<=[.!?])\s+(?=\S)", problem[-QUESTION_CHARS:].strip())
+    return next((s for s in reversed(sentences) if s.rstrip(")").endswith("?")), sentences[-1])
 
 
 def _names_asked(text: str, asked: frozenset[str]) -> bool:
@@ -118,6 +133,15 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     if not asked or not bare.rstrip().endswith((".", "!")):
         return None  # cut off mid-sentence, or nothing names the asked quantity
     sentence = _SENTENCES.split(bare.rstrip())[-1].rstrip(".! ")
+    if (restated := without_question_tail(sentence, problem, asked)) is not None:
+        found = _closing_clause(restated, asked)  # "He earned $130 for the first two weeks."
+        if found is not None:
+            return found
+    return _closing_clause(sentence, asked)
+
+
+def _closing_clause(sentence: str, asked: frozenset[str]) -> str | None:
+    """The value and its words in the last clause of a closing sentence (see closing_statement), else None."""
     if NEGATION.search(sentence) or HEDGE.search(sentence) or UNSURE.search(sentence) or _HEDGED.search(sentence):
         return None
     if RETRACTION.search(sentence) or "?" in sentence:
@@ -132,6 +156,84 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     if QUALIFIER.search(clause) or APPROXIMATE.search(clause):
         return None  # "her salary is over $57,500" (the last clause with a value is the last value)
     return clause[_NUMBER.search(clause).start() :].strip()  # the value and its words: "$57,500", "5 minutes"
+
+
+# The question's end restated after the value: the common tail of the sentence and the question, word by word
+# ("He earned $130 for the first two weeks." for "How much did he earn for the first two weeks?").
+_TOKEN = re.compile(r"\S+")
+
+
+def without_question_tail(sentence: str, problem: str | None, asked: frozenset[str] | None = None) -> str | None:
+    """The sentence without the words it shares with the end of the question, as long as what is left still holds a
+    value and names the asked quantity (`asked`; None: holds a value only): the question's own data restated ("They
+    make $180 a week if they are open 2 days a week.") is neither a condition of the response's nor another value.
+    None when the sentence does not end as the question does (two words or more) or nothing is left."""
+    if not problem:
+        return None
+    question = question_sentence(problem)
+    ours = [t.group() for t in _TOKEN.finditer(sentence.rstrip(".!? "))]
+    theirs = [t.group().lower() for t in _TOKEN.finditer(question.rstrip(".!? "))]
+    common = 0
+    while common < min(len(ours), len(theirs)) and ours[-1 - common].lower() == theirs[-1 - common]:
+        common += 1
+    for shared in range(common, 1, -1):  # the longest restated tail that leaves the answer and its words
+        left = " ".join(ours[: len(ours) - shared])
+        if _NUMBER.search(MATH_SPAN.sub(" ", left)) and (asked is None or _names_asked(left, asked)):
+            return left
+    return None
+
+
+# How a line leads into the value on the next: a last sentence without a value (a lead-in, not working) that hedges,
+# doubts, negates or retracts ("Perhaps", "I'm not sure, but", "Wait, that was wrong."), or any line that ends on
+# such a word ("... it is either", "... or", "It is not").
+_DOUBT = re.compile(r"\b(?:if|unless|otherwise|either|or|could|might|may|maybe|perhaps|possibly|alternatively)\b", re.I)
+_DOUBT_AT_END = re.compile(
+    r"(?:\b(?:if|unless|otherwise|either|or|could|might|may|maybe|perhaps|possibly|probably|likely|not|no|wait|hmm+"
+    r"|think|guess|believe|approximately|about|around|roughly|nearly|almost|least|most|over|under|than|be)|n't)\W*$",
+    re.IGNORECASE,
+)
+
+
+def doubting_lead_in(line: str) -> bool:
+    """Whether the line before a last-line answer leads into it with doubt (see _DOUBT_AT_END)."""
+    if _DOUBT_AT_END.search(line):
+        return True
+    sentence = re.split(r"(?<=[.!?])\s+", line.strip())[-1]
+    if re.search(r"\d", sentence):
+        return False  # working: "Therefore, 88 daily flights / 4 = 22 flights to France or Germany."
+    return bool(_DOUBT.search(sentence) or UNSURE.search(sentence) or _HEDGED.search(sentence)
+                or NEGATION.search(sentence) or RETRACTION.search(sentence))
+
+
+# A last line that is only a value, after the working: "...\n18", "...\n**18**", "...\n$18$". Not after a line
+# that hedges, retracts, negates or asks, or that opens a list (ends with ":"); not one of several value lines
+# ("5\n7"); not a numbered item ("3." under "1. ..." lines).
+_ENUMERATED = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
+
+
+_VALUE_WITH_WORDS = re.compile(r"^\s*\$?\s*-?\d[\d,]*(?:\.\d+)?\s+([A-Za-z]+(?:\s+[A-Za-z]+)?)\s*\.?\s*$")
+
+
+def last_line_value(text: str, problem: str | None = None) -> str | None:
+    """The last line of a response with working before it, when that line is only a number ("18", "**18**",
+    "$18$", "\\(18\\)", "Eighteen."), or a number and words that name the asked quantity ("18 dollars"); None
+    otherwise."""
+    text = without_check(_HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:])
+    lines = [line for line in _EMPHASIS.sub("", text).split("\n") if line.strip()][-2:]
+    if len(lines) < 2 or len(lines[-1]) > 40:
+        return None
+    lines = [number_words_as_digits(line) if len(line) <= 40 else line for line in lines]  # "Eighteen."
+    words, asked = _VALUE_WITH_WORDS.match(lines[-1]), asked_words(problem)
+    valued = _BARE.match(lines[-1]) or (words is not None and (_names_asked(words.group(1), asked) or (
+        "$" in asked and re.fullmatch(r"dollars?|USD", words.group(1), re.IGNORECASE))))  # "18 pages", "18 dollars"
+    if not valued or _BARE.match(lines[-2]) or _VALUE_WITH_WORDS.match(lines[-2]):
+        return None
+    before, last = lines[-2].rstrip(), lines[-1].strip()
+    if before.endswith((":", "?")) or "?" in last or (last.endswith(".") and _ENUMERATED.search(text)):
+        return None
+    if doubting_lead_in(before):
+        return None
+    return re.sub(r"^\\[(\[]|\\[)\]]$", "", last.strip(" $.")).strip(" $")
 
 
 # A last line that labels one value: "Total = $18", "Result: 18", "Daily earnings: $18" (a label naming the asked
@@ -195,17 +297,34 @@ def asked_variables(problem: str | None) -> frozenset[str]:
 _BARE_ASKED = re.compile(r"\b(?:solve\s+for|find|value\s+of|what\s+is)\s+(?![aAI]\b)([a-zA-Z])(?![\w'])", re.I)
 
 
+# A letter the response lets stand for a quantity: "Let $x$ be the number of pages she reads.", "Let x = the total".
+_DEFINED = re.compile(
+    r"\blet\s+\$?\s*([a-zA-Z])\s*\$?\s+(?:be|denote|represent|stand\s+for|=)\s+([^.;\n]{1,100})", re.IGNORECASE
+)
+
+
+def defined_variables(text: str, problem: str | None) -> frozenset[str]:
+    """The letters the response defines once, as the quantity the question asks for ("Let $x$ be the number of pages
+    she reads." for "How many pages does she read?"); a letter defined twice, or as another quantity, is not one."""
+    if "et" not in text or not (asked := asked_words(problem)):
+        return frozenset()
+    definitions: dict[str, list[str]] = {}
+    for match in _DEFINED.finditer(text):
+        definitions.setdefault(match.group(1), []).append(match.group(2))
+    return frozenset(name for name, what in definitions.items() if len(what) == 1 and _names_asked(what[0], asked))
+
+
 def asked_equation(text: str, problem: str | None) -> str | None:
-    """The last line when it is an equation of an asked variable to one value ("$x = 5$"), as "x = 5"; else None."""
-    names = asked_variables(problem)
+    """The last line when it is an equation of an asked variable to one value ("$x = 5$"), as "x = 5"; else None.
+    The asked variables: those the question names, and those the response defines as the asked quantity."""
+    names = asked_variables(problem) | defined_variables(text, problem)
     if not names:
         return None
     lines = [line for line in without_check(text.rstrip()[-CLOSING_CHARS:]).split("\n") if line.strip()]
     equation = _EQUATION_LINE.match(_EMPHASIS.sub("", lines[-1])) if lines else None
     if equation is None or equation.group(1) not in names or re.search(r"\\pm|\bor\b|,|\\(?:lor|vee)", lines[-1]):
         return None  # another name, or two values ("x = 5 or x = 7", "x = \\pm 5")
-    before = lines[-2] if len(lines) > 1 else ""
-    if HEDGE.search(before) or UNSURE.search(before) or _HEDGED.search(before) or NEGATION.search(before):
+    if len(lines) > 1 and doubting_lead_in(lines[-2]):
         return None  # "Perhaps\n$x = 5$", "It is not\n$x = 5$"
     return f"{equation.group(1)} = {equation.group(2).rstrip('.').strip()}"
 

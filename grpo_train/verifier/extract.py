@@ -12,8 +12,10 @@ from grpo_train.verifier.commit import (
     asked_equation,
     closing_statement,
     labelled_box,
+    last_line_value,
     other_value_in_clause,
     without_check,
+    without_question_tail,
 )
 from grpo_train.verifier.hedge import (
     HEDGE,
@@ -22,6 +24,7 @@ from grpo_train.verifier.hedge import (
     SPAN_CHARS,
     UNSURE,
     alternative_follows,
+    disowned_after,
     offered_later,
     offers_several,
     retracts,
@@ -60,6 +63,7 @@ _LIST_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or)\s*", re.IGNORECASE)
 _CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
 _LAST_IS_WORD = re.compile(r".*\b(?:is|are|equals)\s+(?=\S)", re.DOTALL)
 _LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DOTALL)
+_UNSURE_WORD = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|I\s+(?:think|guess|believe))\b", re.I)
 _CONCLUSION = re.compile(
     r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution)\b",
     re.IGNORECASE,
@@ -210,7 +214,7 @@ def _retracted_after(text: str, pos: int, answer: str) -> bool:
     return offered_later(rest[end.end() :] if end else "", answer, by_value=True)
 
 
-def _closing_answer(text: str) -> str | None:
+def _closing_answer(text: str, problem: str | None = None) -> str | None:
     """The answer of a MATH response without a marker: the whole response when it is one short math
     span or a few words ("$\\frac{1}{3}$", "28 percent"); else the last math span or the only number
     of a concluding last sentence ("Therefore, there are 12 sequences.", "The matrix is: $M$")."""
@@ -227,6 +231,10 @@ def _closing_answer(text: str) -> str | None:
     prose = MATH_SPAN.sub(" $ ", sentence)
     if NEGATION.search(prose) or not (_CONCLUSION.search(prose) or re.search(r":\s*\$", prose)):
         return None
+    if _UNSURE_WORD.search(prose):
+        return None  # "Maybe there are 12 sequences."
+    if (restated := without_question_tail(sentence, problem)) is not None:
+        sentence = restated  # "There are 8 possible values for $a$." for "How many possible values ... for $a$?"
     if offers_several(sentence):
         return None
     whole, sentence = sentence, _after_last_is(sentence)  # "... = 2/3 Therefore, the probability is 2/3."
@@ -329,6 +337,8 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
             if (alternative_follows(response, end, answer, bare_or=True) or offered_later(response[end:], answer)
                     or other_value_in_clause(response, end, answer)):
                 return None, "conflict:other_value_after_box", 0  # "$\\boxed{5}$ (or 7)", "... But it could be 7."
+            if disowned_after(response[end:]):
+                return None, "conflict:answer_disowned", 0  # "$\\boxed{5}$. Wait, that is wrong."
             after = response[end:]
             final = _last_match(after, _FINAL_ANSWER) if "final answer" in lowered[end:] else None
             stated = _span_after(after, final.end()) if final is not None and _states(after, final) else ""
@@ -355,11 +365,18 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
         if found.startswith("hedge"):
             return None, "conflict:" + found.partition(":")[2], 0  # "The answer is 7, or maybe it is 5."
         if span is not None:
-            return span, source, start
-    if dataset == "math" and (answer := _closing_answer(response) or asked_equation(response, problem)) is not None:
+            return (None, "conflict:answer_disowned", 0) if disowned_after(response[start:]) else (span, source, start)
+    if dataset == "math":
+        answer = _closing_answer(response, problem) or asked_equation(response, problem)
+    else:
+        answer = closing_statement(response, problem) or asked_equation(response, problem)  # "... so her salary is
+        # $57,500.": the asked quantity's value; "Let $x$ be the number of pages." ... "$x = 108$"
+    # a last line that is only a value ("...\n**18**"); MATH: a closing sentence as GSM8K's ("The polygon has 15
+    # sides.")
+    answer = answer or last_line_value(response, problem)
+    answer = answer or (dataset == "math" and closing_statement(response, problem)) or None
+    if answer is not None:
         return answer, "closing", len(response)
-    if dataset == "gsm8k" and (answer := closing_statement(response, problem)) is not None:
-        return answer, "closing", len(response)  # "... so her salary is $57,500.": the asked quantity's value
     return None, "none", 0
 
 

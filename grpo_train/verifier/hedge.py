@@ -291,6 +291,27 @@ def offers_several(sentence: str) -> bool:
     return values > 1 and hedged is not None
 
 
+# A sentence that disowns what came before it, naming no value: "Wait, that is wrong.", "Hmm, this can't be right.",
+# "I made a mistake." (not "that is not wrong", nor a step called wrong: "subtracting first would be wrong").
+_DISOWNS = re.compile(
+    r"\b(?:(?:that|this|it|which|my\s+answer|the\s+answer(?:\s+above)?)(?:'s|\s+is|\s+was|\s+seems|\s+must\s+be|\s+looks)?"
+    r"\s+(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake)|(?:that|this|it)\s+(?:can(?:no|')t|doesn't|does\s+not"
+    r"|isn't|is\s+not)\s+(?:be\s+|seem\s+|look\s+)?(?:right|correct)|I\s+made\s+(?:a|an)\s+(?:mistake|error)|oops)\b"
+    r"(?:\s+(?:somewhere|here|above|there|again|after\s+all))?[\s.!]*$",  # where the sentence ends
+    re.IGNORECASE,
+)
+
+
+def disowned_after(rest: str) -> bool:
+    """Whether a sentence after the answer disowns it without giving another value ("$\\boxed{18}$. Wait, that is
+    wrong."): the value left standing is one the response calls wrong. A later sentence that states a value again
+    (a correction, a check) is left to the other rules."""
+    for sentence in SENTENCE_BREAK.split(rest[:400]):
+        if _DISOWNS.search(sentence.rstrip()):
+            return not _ANY_VALUE.search(rest[rest.find(sentence) + len(sentence) :])
+    return False
+
+
 def offered_later(rest: str, answer: str, by_value: bool = False) -> bool:
     """A sentence that retracts the answer with a hedge and names another value ("Wait, no, it might be 7."), or
     that offers another value as possible ("It could also be 7.", "However, 7 is also possible.") or under a

@@ -85,6 +85,9 @@ RULES: tuple[Rule, ...] = (
     Rule("retracted_for_other", "extract", "a later sentence retracts the answer for another value with a hedge",
          Example("The answer is 5. Wait, no, it might be 4.", "5", "gsm8k", APPLES),
          Example("The answer is 5. Wait, let me check: 3 + 2 = 5.", "5", "gsm8k", APPLES)),
+    Rule("answer_disowned", "extract", "a sentence after the answer calls it wrong and states no value after",
+         Example("The answer is $\\boxed{5}$. Wait, that is wrong.", "5", "gsm8k", APPLES),
+         Example("The answer is $\\boxed{5}$. Wait, that is wrong. 3 + 2 = 5, so 5 it is.", "5", "gsm8k", APPLES)),
     Rule("statement_kinds_disagree", "extract",
          "statements of different kinds (box, final answer, answer, ####) give different numbers, unrevised",
          Example("Calculate the final answer: 7. The answer is 5.", "5", "gsm8k", APPLES),
@@ -163,6 +166,7 @@ RECTANGLE = "A rectangle has length 8 and width 4. What is the area of the recta
 SOLVE = "Solve for $x$: $2x + 3 = 13$."
 CITY = "A city has 1200 blocks with 1000 people on each block. How many people live in the city?"
 CANDIES = "23 candies are shared equally among 4 children. How many candies does each child get?"
+LLOYD = "Lloyd earns $10 an hour. He tutored 5 hours, then 8. How much did he earn for the first two weeks?"
 
 # The ways an answer is credited besides a marker ("The answer is", a box, "####"): the last value the response
 # commits to for the asked quantity, and the spellings of one number. Each beside the hedge it could open, shown
@@ -175,11 +179,21 @@ RECALLS: tuple[Recall, ...] = (
            "quantity", Example("Length: $\\boxed{8}$, width: $\\boxed{4}$, area: $\\boxed{32}$.", "32", "math",
                                 RECTANGLE),
            Example("Area: $\\boxed{30}$, area: $\\boxed{32}$.", "32", "math", RECTANGLE)),
-    Recall("closing_sentence", "GSM8K: a complete last sentence that names the asked quantity and gives one value, "
-           "true chains read as their results; or a response that is only a value",
+    Recall("closing_sentence", "a complete last sentence that names the asked quantity and gives one value, true "
+           "chains read as their results (MATH: where no conclusion word or math span answers); or a response that is "
+           "only a value",
            Example("The raise is $7,500, so her salary is 50000 + 7500 = $57,500.", "57500", "gsm8k", SALARY),
            Example("So her salary is $57,500 or $60,000.", "57500", "gsm8k", SALARY)),
-    Recall("asked_equation", "MATH: a last line that is an equation of the variable the question asks for",
+    Recall("question_restated", "a closing sentence that ends as the question ends: the restated end is the "
+           "question's data, neither a condition nor another value",
+           Example("He worked 13 hours.\nHe earned $130 for the first two weeks.", "130", "gsm8k", LLOYD),
+           Example("He worked 13 hours.\nHe earned $130 or $140 for the first two weeks.", "130", "gsm8k", LLOYD)),
+    Recall("last_line_value", "a last line that is only a value after the working (bold, in math, in words, or with "
+           "words naming the asked quantity), not after a line leading into it with doubt",
+           Example("Tom has 3 apples and buys 2 more.\n**5**", "5", "gsm8k", APPLES),
+           Example("Tom has 3 apples and buys 2 more. Perhaps\n**5**", "5", "gsm8k", APPLES)),
+    Recall("asked_equation", "a last line that is an equation of the variable the question asks for, or of a letter "
+           "the response defines once as the asked quantity",
            Example("Subtract 3, then divide by 2:\n$x = 5$", "5", "math", SOLVE),
            Example("Subtract 3, then divide by 2:\n$x = 5$ or $x = 7$", "5", "math", SOLVE)),
     Recall("after_reasoning", "after a reasoning block, only what follows its close is read (reasoning_only refuses "
@@ -196,8 +210,9 @@ RECALLS: tuple[Recall, ...] = (
            "final answer is read; not an ordinal, a fraction, an operation in words or another language",
            Example("So Tom has five apples.\nThe answer is five.", "5", "gsm8k", APPLES),
            Example("The answer is five or seven.", "5", "gsm8k", APPLES)),
-    Recall("currency_and_units", "a currency sign before or after the value, trailing zeros, the asked unit spelled "
-           "out or abbreviated; another unit of the kind asked is another value",
+    Recall("currency_and_units", "a currency sign or code before or after the value, trailing zeros (after a "
+           "decimal comma too: '18,00 €'), the asked unit spelled out or abbreviated; another unit of the kind asked "
+           "is another value",
            Example("Her salary is 57,500.00 €.", "57500", "gsm8k", SALARY),
            Example("The answer is 5 minutes.", "5", "gsm8k", HOURS)),
 )

@@ -30,6 +30,9 @@ _E_NOTATION = re.compile(r"^([-+]?)([1-9](?:\.\d+)?)[eE]([-+]?\d{1,3})$")
 _APOSTROPHES = re.compile(r"^[-+]?[1-9]\d{0,2}(?:['’]\d{3})+(?:\.\d+)?$")
 _DOTS = re.compile(r"^[-+]?[1-9]\d{0,2}(?:\.\d{3}){2,}$")
 _GROUPS_BEFORE_COMMA = re.compile(r"^[-+]?[1-9]\d{0,2}(?:(\.|\s)\d{3})(?:\1\d{3})*,\d+$")
+# A decimal comma followed by two zeros, as a price is written in Europe ("18,00 €"): two digits after a comma are no
+# thousands group, and zeros make no other value. Other decimals after one comma stay ambiguous ("1,5": a list?).
+_ZERO_CENTS = re.compile(r"^[-+]?\d{1,3}(?:(?:[.\s'’]\d{3})*|\d*),00$")
 
 
 def spelled_number(answer: str) -> PlainNumber | None:
@@ -43,6 +46,8 @@ def spelled_number(answer: str) -> PlainNumber | None:
         return _plain(Fraction(s.replace("'", "").replace("’", "")))
     if _DOTS.match(s):
         return _plain(Fraction(s.replace(".", "")))
+    if _ZERO_CENTS.match(s):
+        return _plain(Fraction(re.sub(r"[.\s'’]", "", s[:-3])))
     if _GROUPS_BEFORE_COMMA.match(s):
         return _plain(Fraction(re.sub(r"[.\s]", "", s).replace(",", ".")))
     return None

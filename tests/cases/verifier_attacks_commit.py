@@ -121,6 +121,119 @@ COMMIT: list[Case] = [
     ]),
 ]
 
+# Recall rule 1, more commitments: a last line that is only a value (after working), the question's own end restated
+# after the value, a MATH closing sentence without a conclusion word, a letter the response defines as the asked
+# quantity; and rule 4: a value the response then calls wrong is disowned.
+LLOYD = ("Lloyd earns $10 an hour tutoring. He tutored 5 hours in the first week and 8 in the second. How much did he "
+         "earn for the first two weeks?")
+MOVIES = ("Tom has $20 and a movie costs $10. How many movies can he see if he saw 5 movies on a Friday or Saturday "
+          "already?")
+POLYGON = "A polygon has 90 diagonals. How many sides does the polygon have?"
+PAIRS = "Given $\\gcd(a,b)=210$ and $a<b$, how many possible values are there for $a$?"
+CYLINDER = ("A cylinder has volume $45\\pi$ and radius 3. What is the height in centimeters of the cylinder?\n[asy]\n"
+            "size(120);\nlabel(\"$h$\",(3.4,0));\n[/asy]")
+TIP = "Ashley's order is $15 and she tips $3. What is the total amount that Ashley should give the delivery man?"
+PAGES = "Ann reads 12 pages a day for 9 days. How many pages does she read?"
+
+COMMIT += [
+    # A last line that is only a value, after the working.
+    *_cases("commit", EGGS, "18", [
+        ("She sells 16 - 3 - 4 = 9 eggs at $2 each.\n18", True, "a last line that is only the value"),
+        ("She sells 16 - 3 - 4 = 9 eggs at $2 each.\n\n**18**", True, "a bold last line"),
+        ("She sells 16 - 3 - 4 = 9 eggs at $2 each.\n$18$", True, "a last line in math"),
+        ("She sells 16 - 3 - 4 = 9 eggs at $2 each.\n\\(18\\)", True, "a last line in \\( \\)"),
+        ("She sells 16 - 3 - 4 = 9 eggs at $2 each.\nEighteen.", True, "a last line in words"),
+        ("She sells 16 - 3 - 4 = 9 eggs at $2 each.\n18 dollars", True, "a last line in dollars, asked in money"),
+        ("She sells 9 eggs, or 10 if one hatches.\n18", True, "an 'or' in the working, not leading into the value"),
+        ("She sells 9 eggs at $2 each.\n18\n20", False, "two value lines"),
+        ("She sells 9 eggs at $2 each.\n20\n18", False, "two value lines, the gold last"),
+        ("She sells 9 eggs at $2 each.\n18 or 20", False, "two values on the last line"),
+        ("She sells 9 eggs at $2 each.\nEighteen or twenty", False, "two values in words on the last line"),
+        ("She sells 9 eggs at $2 each.\nPerhaps\n18", False, "a hedge leading into the value"),
+        ("She sells 9 eggs at $2 each, so it is either\n18", False, "a line ending on a hedge word"),
+        ("She sells 9 eggs at $2 each. I am not sure.\n18", False, "doubt right before the value"),
+        ("She sells 9 eggs at $2 each. It is not\n18", False, "a negation leading into the value"),
+        ("She sells 9 eggs at $2 each. Wait, that was wrong.\n18", False, "a retraction right before the value"),
+        ("She sells 9 eggs at $2 each. The candidates are:\n18", False, "a line that opens a list"),
+        ("She sells 9 eggs at $2 each.\n18?", False, "a value as a question"),
+        ("1. She sells 9 eggs.\n2. Each is $2.\n18.", False, "a numbered item, not a value"),
+        ("She sells 9 eggs at $2 each.\n18 eggs", False, "a value with words naming another quantity"),
+        ("She sells 9 eggs at $2 each.\n18 thousand", False, "a scale word"),
+        ("She sells 9 eggs at $2 each.\n~18", False, "an approximation sign"),
+        ("She sells 9 eggs at $2 each.\n18\n\nWait, that is wrong.", False, "the value then called wrong"),
+    ], dataset="gsm8k"),
+    *_cases("commit", POLYGON, "15", [
+        ("The number of diagonals is $n(n-3)/2 = 90$, so $n^2 - 3n - 180 = 0$.\n$15$", True, "MATH: a last line"),
+        ("The number of diagonals is $n(n-3)/2 = 90$.\n$15$\n$12$", False, "MATH: two value lines"),
+        ("The number of diagonals is $n(n-3)/2 = 90$. Perhaps\n$15$", False, "MATH: a hedge before it"),
+    ]),
+    # The question's own end restated after the value is its data, not a condition or another value.
+    *_cases("commit", LLOYD, "130", [
+        ("He tutored 5 + 8 = 13 hours.\nHe earned $130 for the first two weeks.", True, "the question's end restated"),
+        ("He tutored 13 hours.\nHe earned $130 or $140 for the first two weeks.", False, "two values, then the end"),
+        ("He tutored 13 hours.\nHe might have earned $130 for the first two weeks.", False, "a hedge, then the end"),
+        ("He tutored 13 hours.\nHe earned $130 if he worked for the first two weeks.", False, "a condition of its own"),
+        ("He tutored 13 hours.\nHe did not earn $130 for the first two weeks.", False, "a negation, then the end"),
+        ("He tutored 13 hours.\nHe earned $130 for the first two weeks, or $140.", False, "a value after the end"),
+    ], dataset="gsm8k"),
+    *_cases("commit", MOVIES, "1", [
+        ("He has $10 left.\nHe can see 1 movies if he saw 5 movies on a Friday or Saturday already.", True,
+         "the question's condition and its 'or' restated"),
+        ("He has $10 left.\nHe can see 1 or 2 movies if he saw 5 movies on a Friday or Saturday already.", False,
+         "two values before the restated end"),
+    ], dataset="gsm8k"),
+    *_cases("commit", PAIRS, "8", [
+        ("Each prime goes to $a$ or $b$.\nThere are 8 possible values for $a$.", True, "MATH: the end restated"),
+        ("Each prime goes to $a$ or $b$.\nThere are 8 or 9 possible values for $a$.", False, "MATH: two values"),
+        ("Each prime goes to $a$ or $b$.\nMaybe there are 8 possible values for $a$.", False, "MATH: a hedge word"),
+    ]),
+    # MATH: a closing sentence that names the asked quantity, without a conclusion word.
+    *_cases("commit", POLYGON, "15", [
+        ("We solve $n(n-3)/2 = 90$.\nThe polygon has 15 sides.", True, "MATH: a closing sentence"),
+        ("We solve $n(n-3)/2 = 90$.\nThe polygon might have 15 sides.", False, "MATH: a hedge in it"),
+        ("We solve $n(n-3)/2 = 90$.\nThe polygon has 15 or 16 sides.", False, "MATH: two values in it"),
+        ("We solve $n(n-3)/2 = 90$.\nThe polygon has about 15 sides.", False, "MATH: an approximation"),
+        ("We solve $n(n-3)/2 = 90$.\nMaybe there are 15 sides.", False, "MATH: 'Maybe' opening a concluding sentence"),
+        ("We solve $n(n-3)/2 = 90$.\nI think there are 15 sides.", False, "MATH: 'I think' in a concluding sentence"),
+    ]),
+    # A question that names only a generic noun ("the total amount"); a question before a figure or a note.
+    *_cases("commit", TIP, "18", [
+        ("Her order is $15 and the tip $3.\nSo the total amount is $18.", True, "the generic noun asked"),
+        ("Her order is $15 and the tip $3.\nSo the total amount is $18 or $20.", False, "two values"),
+        ("Order: $\\boxed{15}$, tip: $\\boxed{3}$, total amount: $\\boxed{18}$.", True, "labelled boxes"),
+        ("Total amount: $\\boxed{15}$, total amount: $\\boxed{18}$.", False, "two boxes for the asked quantity"),
+    ], dataset="gsm8k"),
+    *_cases("commit", CYLINDER, "5", [
+        ("Radius: $\\boxed{3}$.\nThe height: $\\boxed{5}$.", True, "labelled boxes, the question before a figure"),
+        ("Height: $\\boxed{4}$.\nThe height: $\\boxed{5}$.", False, "two boxes for the asked quantity"),
+        ("The height: $\\boxed{5}$.\nRadius: $\\boxed{3}$.", False, "the asked quantity's box not last"),
+    ]),
+    # A letter the response defines as the asked quantity, then its equation on the last line.
+    *_cases("commit", PAGES, "108", [
+        ("Let $x$ be the number of pages she reads.\nShe reads 12 a day for 9 days.\n$x = 108$", True,
+         "a letter defined as the asked quantity"),
+        ("Let x be the number of pages she reads.\nx = 12 * 9\nx = 108", True, "without math delimiters"),
+        ("Let $x$ be the number of pages she reads.\n$x = 108$ or $x = 109$", False, "two values"),
+        ("Let $x$ be the number of pages she reads.\nPerhaps\n$x = 108$", False, "a hedge before it"),
+        ("Let $x$ be the number of days.\n$x = 108$", False, "a letter defined as another quantity"),
+        ("Let $x$ be the number of pages.\nLet $x$ be the number of days.\n$x = 108$", False, "defined twice"),
+        ("She reads 12 a day for 9 days.\n$x = 108$", False, "a letter never defined"),
+        ("Let $x$ be the number of pages she reads.\n$y = 108$", False, "another letter"),
+    ], dataset="gsm8k"),
+    # A value the response then calls wrong, with no value after: disowned (rule answer_disowned).
+    *_cases("commit", EGGS, "18", [
+        ("She makes 9 * 2 = $18.\nThe answer is $\\boxed{18}$. Wait, that is wrong.", False, "a box called wrong"),
+        ("The answer is 18. Hmm, this can't be right.", False, "a statement called wrong"),
+        ("#### 18\nOops", False, "'Oops' after ####"),
+        ("$\\boxed{18}$\nI made a mistake somewhere.", False, "a mistake owned after the box"),
+        ("The answer is $\\boxed{18}$. That's not correct.", False, "'not correct' after the box"),
+        ("The answer is $\\boxed{18}$. Wait, that is wrong. 9 * 2 = 18, so 18 it is.", True,
+         "called wrong, then stated again"),
+        ("The answer is $\\boxed{18}$. Selling before eating would be wrong.", True, "a step called wrong"),
+        ("The answer is $\\boxed{18}$. This is not wrong.", True, "'not wrong'"),
+    ], dataset="gsm8k"),
+]
+
 SPELLING: list[Case] = [
     *_cases("spelling", CITY, "1200000", [
         ("The answer is $1.2 \\times 10^6$.", True, "scientific notation"),
@@ -247,6 +360,21 @@ SPELLING: list[Case] = [
         ("The answer is \u22125.", True, "a unicode minus"),
         ("The answer is \u22125 or 5.", False, "two values, unicode minus"),
     ], dataset="gsm8k"),
+    *_cases("spelling", EGGS, "18", [
+        ("The answer is 18,00 €.", True, "a decimal comma with zero cents"),
+        ("The answer is 18,00.", True, "a decimal comma with zero cents, no sign"),
+        ("The answer is 18,05 €.", False, "a decimal comma with cents is another value"),
+        ("The answer is 18,00 or 20,00 €.", False, "two values with decimal commas"),
+        ("The answer is USD 18.", True, "a currency code before the value"),
+        ("The answer is USD 18 or USD 20.", False, "two values with currency codes"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", EGGS, "1800", [
+        ("The answer is 18,00 €.", False, "two digits after a comma are no thousands group"),
+        ("The answer is 1.800,00 €.", True, "a dot group and zero cents"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", "A TV costs $\\$$1500. How many customers buy it?", "9", [
+        ("The answer is USD 9.", True, "MATH: a currency code"),
+    ]),
     *_cases("spelling", "A car drives 60 km per hour for 3 hours. How many kilometers does it travel?", "180", [
         ("The answer is \\boxed{180\\,\\mathrm{km}}.", True, "a unit abbreviated"),
         ("The answer is \\boxed{180 \\text{ kilometers}}.", True, "a unit spelled out"),

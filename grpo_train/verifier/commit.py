@@ -122,13 +122,15 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     bare = _EMPHASIS.sub("", text)
     if len(bare) <= 40 and _BARE.match(bare):
         return bare.strip(" $.")
+    if len(bare) <= 80 and _BARE.match(digits := number_words_as_digits(bare)):
+        return digits.strip(" $.")  # "One thousand two hundred fifty-one."
     if len(bare) <= 80 and "\n" not in bare and (result := _results(bare.rstrip(". "))) and _BARE.match(result):
         return result.strip(" $.")  # a response that is only a true chain: "3 + 2 = 5"
     asked = asked_words(problem)
-    if asked and (labelled := _LABEL_LINE.match(bare.rstrip().rsplit("\n", 1)[-1])) is not None:
+    if (labelled := _LABEL_LINE.match(bare.rstrip().rsplit("\n", 1)[-1])) is not None:
         label = labelled.group(1)
         hedged = HEDGE.search(label) or UNSURE.search(label) or NEGATION.search(label) or RETRACTION.search(label)
-        if not hedged and (_GENERIC_LABEL.fullmatch(label.strip()) or _names_asked(label, asked)):
+        if not hedged and (_GENERIC_LABEL.fullmatch(label.strip()) or (asked and _names_asked(label, asked))):
             return labelled.group(2).strip()  # "Total = $18", "Daily earnings: $18"
     if not asked or not bare.rstrip().endswith((".", "!")):
         return None  # cut off mid-sentence, or nothing names the asked quantity
@@ -137,7 +139,38 @@ def closing_statement(text: str, problem: str | None) -> str | None:
         found = _closing_clause(restated, asked)  # "He earned $130 for the first two weeks."
         if found is not None:
             return found
-    return _closing_clause(sentence, asked)
+    found = _closing_clause(sentence, asked)
+    if found is None and (unjustified := without_working(sentence)) is not None:
+        found = _closing_clause(unjustified, asked)  # "She makes $18 every day (9 eggs x $2)."
+    return found
+
+
+# Working after the value, at the end of the sentence: "(9 eggs x $2)", ", since 9 x 2 = 18", "because 9 * $2 is $18".
+_JUSTIFICATION = re.compile(r"\s*(?:\(([^()]{1,80})\)|,?\s+(?:since|because|as|from)\s+([^,;()]{1,80}))\s*$", re.I)
+_TIMES = re.compile(r"(?<=\d)\s*(?:[a-zA-Z]+\s*)?[x×]\s*(?=\$?\s*\d)")
+
+
+def without_working(sentence: str) -> str | None:
+    """The sentence without the working that justifies its one value at its end ("She makes $18 every day (9 eggs x
+    $2)." -> "She makes $18 every day"): working whose value, or whose true chain's result, is that value; None when
+    there is none, or when it hedges or gives another value."""
+    match = _JUSTIFICATION.search(sentence)
+    if match is None:
+        return None
+    work, left = match.group(1) or match.group(2), sentence[: match.start()]
+    if HEDGE.search(work) or UNSURE.search(work) or NEGATION.search(work) or RETRACTION.search(work):
+        return None
+    values = _NUMBER.findall(MATH_SPAN.sub(" ", left))
+    stated = as_number(values[0].replace("$", "").replace(",", "").strip()) if len(values) == 1 else None
+    expression = re.sub(r"\bis\b", "=", _TIMES.sub("*", work.replace("\\times", "*")), flags=re.IGNORECASE)
+    expression = re.sub(r"[A-Za-z$€£,]+", " ", expression)
+    if stated is None or not re.search(r"[-+*/]", expression) or not re.fullmatch(r"[\d\s.*/+\-=()]+", expression):
+        return None
+    *lefts, right = expression.split("=")
+    if lefts and ((result := as_number(right.strip())) is None or result.value != stated.value):
+        return None  # "(9 x 2 = 20)", "(9 x 2 = 9)"
+    value = exact_value(re.sub(r"\s+", "", lefts[-1] if lefts else right))
+    return left if value is not None and value == stated.value else None
 
 
 def _closing_clause(sentence: str, asked: frozenset[str]) -> str | None:
@@ -211,6 +244,7 @@ def doubting_lead_in(line: str) -> bool:
 _ENUMERATED = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
 
 
+_POINTER = re.compile(r"^\s*(?:→|⇒|=>|->|✅|✓|✔)\s*")
 _VALUE_WITH_WORDS = re.compile(r"^\s*\$?\s*-?\d[\d,]*(?:\.\d+)?\s+([A-Za-z]+(?:\s+[A-Za-z]+)?)\s*\.?\s*$")
 
 
@@ -220,9 +254,10 @@ def last_line_value(text: str, problem: str | None = None) -> str | None:
     otherwise."""
     text = without_check(_HOPE_TAIL.sub("", text.strip()).strip()[-CLOSING_CHARS:])
     lines = [line for line in _EMPHASIS.sub("", text).split("\n") if line.strip()][-2:]
-    if len(lines) < 2 or len(lines[-1]) > 40:
+    if len(lines) < 2 or len(lines[-1]) > 80:
         return None
-    lines = [number_words_as_digits(line) if len(line) <= 40 else line for line in lines]  # "Eighteen."
+    lines = [number_words_as_digits(line) if len(line) <= 80 else line for line in lines]  # "Eighteen."
+    lines = [_POINTER.sub("", line) for line in lines]  # "→ 18", "✅ 18"
     words, asked = _VALUE_WITH_WORDS.match(lines[-1]), asked_words(problem)
     valued = _BARE.match(lines[-1]) or (words is not None and (_names_asked(words.group(1), asked) or (
         "$" in asked and re.fullmatch(r"dollars?|USD", words.group(1), re.IGNORECASE))))  # "18 pages", "18 dollars"
@@ -241,7 +276,8 @@ def last_line_value(text: str, problem: str | None = None) -> str | None:
 _LABEL_LINE = re.compile(
     r"^\s*([A-Za-z][A-Za-z' ]{0,40}?)\s*[:=]\s*(\$?\s*-?\d[\d,]*(?:\.\d+)?(?:\s+[A-Za-z]+){0,2})\s*[.!]?\s*$"
 )
-_GENERIC_LABEL = re.compile(r"(?:the\s+)?(?:final\s+)?(?:result|total|solution)", re.IGNORECASE)
+_GENERIC_LABEL = re.compile(r"(?:the\s+)?(?:final\s+)?(?:result|total|solution|answer)|therefore|thus|hence|so",
+                            re.IGNORECASE)  # fmt: skip
 # A check of the work at the end: "Check: 9 * 2 = 18.", "Verification: 2(5) + 3 = 13 ✓" (one line, after a line
 # break or a sentence); it is not the answer, unless it offers another value or retracts.
 _CHECK_TAIL = re.compile(

@@ -63,6 +63,7 @@ _LIST_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or)\s*", re.IGNORECASE)
 _CLOSING_BREAK = re.compile(r"\.\s+|\n|(?<=\$\$)\s+(?=[A-Z])|(?<=\\\])\s*(?=[A-Z])")
 _LAST_IS_WORD = re.compile(r".*\b(?:is|are|equals)\s+(?=\S)", re.DOTALL)
 _LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DOTALL)
+_GENERIC_LEAD = re.compile(r"^(?:therefore|thus|hence|so|(?:final\s+)?answer|result|total)\s*[:=]\s*(?=\S)", re.I)
 _UNSURE_WORD = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|I\s+(?:think|guess|believe))\b", re.I)
 _CONCLUSION = re.compile(
     r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution)\b",
@@ -223,7 +224,7 @@ def _closing_answer(text: str, problem: str | None = None) -> str | None:
         return math_content(whole)
     if len(text) <= 40 and text.count(" ") <= 3:
         # a bare answer such as "1/3" (garbage then fails to match); "Perhaps\n$x = 5$" offers a guess
-        return None if HEDGE.search(text) or UNSURE.search(text) else text
+        return None if HEDGE.search(text) or UNSURE.search(text) else _GENERIC_LEAD.sub("", text)
     if not text.endswith((".", "$", "\\]", "\\)")):
         return None  # cut off mid-sentence
     boundaries = [m.end() for m in _CLOSING_BREAK.finditer(text[:-1])]

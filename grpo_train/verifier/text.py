@@ -220,12 +220,17 @@ TEXT_WRAP = re.compile(
 # A trailing unit: \text{...}, a word of 3+ letters (not a command), or a short unit that is not
 # a lone variable ("2x" keeps its x).
 _UNIT = r"\\(?:text|textbf|textit|textnormal|textrm|mbox|mathrm)\s*\{[^{}]*\}"
-_UNIT += r"|(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}(?:\s+[a-zA-Z]+)*|cm|mm|km|kg|mg|ft|hr|lbs?|oz|yd|mi|m(?=\^))"
+_UNIT += r"|(?<![\\a-zA-Z])(?:[a-zA-Z]{3,}(?:(?:\s+|-)[a-zA-Z]+)*|cm|mm|km|kg|mg|ft|hr|lbs?|oz|yd|mi|m(?=\^))"
 _TRAILING_UNIT = re.compile(rf"^(.*?\S)\s*({_UNIT})(?:\^\{{?[23]\}}?)?$")
-_NOT_A_UNIT = re.compile(
-    r"\d|\b(?:or|and|not|but|than|plus|minus|nor|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b",
-    re.IGNORECASE,
+# A number word standing alone (not the first part of a compound adjective: "two-digit", "one-sided"), or a fraction
+# word: words that give a value of their own ("5 two-thirds", "5 twenty-one", "5 thirty seven").
+_NUMBER_WORD_ALONE = (
+    r"\b(?:(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty"
+    r"|seventy|eighty|ninety|hundred|thousand|million|billion)\b(?!-[a-z])|(?:half|halves|thirds?|quarters?|fourths?"
+    r"|fifths?|sixths?|sevenths?|eighths?|ninths?|tenths?|\w+teenths?|\w+tieths?|hundredths?|thousandths?)\b)"
 )
+_NOT_A_UNIT = re.compile(rf"\d|\b(?:or|and|not|but|than|plus|minus|nor)\b|{_NUMBER_WORD_ALONE}", re.IGNORECASE)
+_PROSE_NUMBER_WORD = re.compile(_NUMBER_WORD_ALONE, re.IGNORECASE)
 _SECOND_VALUE = re.compile(
     r"\bor\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|half|halves|thirds?|quarters?)\b", re.I
 )
@@ -483,6 +488,8 @@ def prose_number(answer: str) -> PlainNumber | None:
         return None  # not prose ("2x + 3", "\sqrt{2} cm"), or a denial: "it is not 3"
     if _PROSE_OPERATION.search(answer):
         return None  # an operation on its number makes another value: "(some words) \times \frac{3}{3}"
+    if _PROSE_NUMBER_WORD.search(MATH_SPAN.sub(" ", answer)):
+        return None  # a number word beside the number: "3 two-thirds", "3 twenty-one"
     numbers = {n.strip() for n in NUMBER_TOKEN.findall(answer)}
     return as_number(numbers.pop()) if len(numbers) == 1 else None
 

@@ -341,6 +341,10 @@ def honest_forms(p: dict, v: Decimal) -> dict[str, str]:
     f["commit:last-line-math"] = f"{pre}${s}$"
     f["commit:last-line-paren"] = f"{pre}\\({s}\\)"
     f["commit:hashes"] = f"{pre}#### {s}"
+    f["commit:label-answer"] = f"{pre}Answer = {s}"
+    f["commit:therefore-colon"] = f"{pre}Therefore: {s}"
+    if work:
+        f["commit:arrow"] = f"{pre}\u2192 {s}"  # a last line after the working
     # ---- reasoning blocks
     think = f"<think>\n{work or 'Working it out.'}\nSo it is {s}.\n</think>\n\n"
     f["think:answer"] = f"{think}The answer is {s}."
@@ -374,6 +378,8 @@ def hedge_forms(p: dict, g: Decimal) -> dict[str, str]:
         "hedge:box-or": f"{pre}$\\boxed{{{s} \\text{{ or }} {w}}}$",
         "hedge:last-line-two": f"{pre}{s}\n{w}",
         "hedge:last-line-perhaps": f"{pre}Perhaps\n{s}",
+        "hedge:arrows-two": f"{pre}\u2192 {s}\n\u2192 {w}",
+        "hedge:oops": f"{pre}#### {s}\nOops, that is wrong.",
     }
     if g == g.to_integral_value() and abs(g) < 10**9:
         f["hedge:words-or"] = f"{pre}The answer is {words(int(g))} or {words(int(g + 1))}."

@@ -49,7 +49,7 @@ from grpo_train.verifier.text import (
     prose_number,
     strip_wrappers,
 )
-from grpo_train.verifier.units import rate_not_asked, scaled, unit_conflict
+from grpo_train.verifier.units import rate_not_asked, scaled, scaled_to_gold, unit_conflict
 
 MAX_ITEMS = 12  # a longer list is compared as text
 MAX_QUESTION_SPANS = 16  # math spans of the problem parsed to recognise its expressions in an answer
@@ -182,8 +182,8 @@ def refusing_rule(answer: str, gold: str, dataset: str, response: str = "", prob
         return "percent_not_asked"
     if unit_conflict(answer, problem):
         return "unit_not_asked"  # "5 minutes" for "How many hours"; "5 radians" asked in degrees
-    if scaled(answer, problem) and not scaled(gold, None):
-        return "scaled"  # "5 squared", "5 lakh" for 5
+    if scaled(answer, problem) and not scaled(gold, None) and (answer := scaled_to_gold(answer, gold)) is None:
+        return "scaled"  # "5 squared", "5 lakh" for 5; "1.2 billion" is 1200000000
     if rate_not_asked(answer, problem):
         return "rate_not_asked"  # "5 per day" for "How many apples does Tom have?"
     answer = _shown_work_dropped(answer)

@@ -22,8 +22,11 @@ from grpo_train.verifier.text import PlainNumber
 # A factor from 1 up to 10 (scientific notation's own form) times a power of ten: "1.2 \\times 10^{6}", "1.2 × 10^6",
 # "1.2\\cdot 10^{-3}", "1.2*10^6"; or e-notation "1.2e6", "1.2E+06".
 _SCIENTIFIC = re.compile(
-    r"^([-+]?)([1-9](?:\.\d+)?)\s*(?:\\times|\\cdot|×|·|\*)\s*10\s*\^\s*(?:\{\s*([-+]?\d{1,3})\s*\}|(\d))$"
+    r"^([-+]?)([1-9](?:\.\d+)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*\^\s*(?:\{\s*([-+]?\d{1,3})\s*\}|(\d))$"
 )
+# Superscript digits of a power of ten written in Unicode: "1.2 × 10⁹", "1.2 × 10⁻³".
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_POWER = re.compile(r"10([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]{1,3})$")
 _E_NOTATION = re.compile(r"^([-+]?)([1-9](?:\.\d+)?)[eE]([-+]?\d{1,3})$")
 # Thousands grouped by apostrophes (Swiss: "1'200'000", "1’200’000"), by two or more dots ("1.200.000"; one dot group
 # is a decimal: "1.200"), or by dots or spaces before a decimal comma ("1.234,5", "1 234,5").
@@ -38,6 +41,8 @@ _ZERO_CENTS = re.compile(r"^[-+]?\d{1,3}(?:(?:[.\s'’]\d{3})*|\d*),00$")
 def spelled_number(answer: str) -> PlainNumber | None:
     """The number a cleaned answer spells in scientific notation or with another locale's separators, else None."""
     s = answer.strip()
+    if (power := _SUPERSCRIPT_POWER.search(s)) is not None:
+        s = f"{s[: power.start()]}10^{{{power.group(1).translate(_SUPERSCRIPT)}}}"
     if m := _SCIENTIFIC.match(s) or _E_NOTATION.match(s):
         exponent = int((m.group(3) or m.group(4)) if m.re is _SCIENTIFIC else m.group(3))
         value = Fraction(m.group(2)) * Fraction(10) ** exponent
@@ -63,7 +68,9 @@ _WORD = "|".join(sorted([*_ONES, *_TEENS, *_TENS, "hundred", *_SCALES], key=len,
 NUMBER_WORD = re.compile(rf"\b(?:{_WORD})\b", re.IGNORECASE)  # one English number word: "seven", "twenty"
 # A run of number words: words apart by spaces or a hyphen, "and" inside ("one hundred and five"); a sign word before.
 _RUN = re.compile(
-    rf"(?<![\\\w-])(?:(minus|negative)\s+)?((?:{_WORD})(?:(?:\s*-\s*|\s+(?:and\s+)?)(?:{_WORD}))*)(?![\w-])", re.I
+    rf"(?<![\\\w-])(?:(minus|negative)\s+)?((?:a\s+(?=hundred|thousand|million))?(?:{_WORD})"
+    rf"(?:(?:\s*-\s*|\s+(?:and\s+)?)(?:{_WORD}))*)(?![\w-])",
+    re.I,
 )
 MAX_NUMBER_WORDS = 20  # 999,999,999 with every "and" is 20 words; a longer run is not read
 # Words that make a number word another value: an ordinal or a fraction ("fifth", "one half", "two thirds"), an
@@ -90,6 +97,7 @@ def number_words_as_digits(text: str) -> str:
     parts, pos = [], 0
     for run in runs:
         words = re.findall(r"[a-z]+", run.group(2).lower())
+        words[:1] = ["one"] if words[:1] == ["a"] else words[:1]  # "a hundred and eight"
         value = _cardinal([w for w in words if w != "and"]) if len(words) <= MAX_NUMBER_WORDS else None
         if value is None or (words == ["one"] and _DETERMINER.search(text[: run.start()])):
             return text

@@ -212,7 +212,7 @@ _SPACING = re.compile(
 )
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree")
 _DASH_MINUS = re.compile(r"(?<![\w)}\]])[\u2010\u2011\u2012\u2013\ufe63\uff0d](?=\.?\d)")
-_CURRENCY = re.compile(r"\\\$|\$|€|£|¥|₹|\\euro\b|\\pounds\b|\bUSD\b")
+_CURRENCY = re.compile(r"\bUS\$|\\\$|\$|€|£|¥|₹|\\euro\b|\\pounds\b|\bUSD(?=\b|\d)")
 TEXT_WRAP = re.compile(
     r"\\(?:text|textbf|textit|textnormal|textrm|textsf|texttt|mathrm|mathit|mathsf|mbox|mathbf|boldsymbol|bm"
     r"|underline|operatorname)\s*\{([^{}]*)\}"

@@ -9,8 +9,9 @@ Regexes over the answer and the problem's last characters only; every one is lin
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
-from grpo_train.verifier.text import MULTIPLIER, SCALE_AFTER_NUMBER, TEXT_WRAP
+from grpo_train.verifier.text import MULTIPLIER, SCALE_AFTER_NUMBER, TEXT_WRAP, as_number, clean
 
 _SCALE_WORD = re.compile(r"[a-z]+", re.IGNORECASE)
 # The unit a problem asks in: the word after "how many", "how much", "number of", "in", "into" or "to", in its last
@@ -117,3 +118,27 @@ def rate_not_asked(answer: str, problem: str | None) -> bool:
         return False
     question = _last_sentence(problem)
     return _HOW_MANY.search(question) is not None and _ASKS_RATE.search(question) is None
+
+
+# A number and one scale word, a value a human reads as one number: "1.2 billion km", "$57.5k", "5 dozen" (a currency
+# sign before it, words after it). Read only against a gold of that value: "5 thousand" is 5000, never 5.
+_SCALES = {"thousand": 1000, "k": 1000, "million": 10**6, "billion": 10**9, "bn": 10**9, "trillion": 10**12,
+           "dozen": 12}  # fmt: skip
+_SCALED_NUMBER = re.compile(
+    r"^\s*([$€£]?)\s*(-?\d+(?:\.\d+)?)\s*(thousand|k|million|billion|bn|trillion|dozen)(?![a-zA-Z])((?:\s+[a-zA-Z]+){0,3})"
+    r"\s*\.?\s*$",
+    re.IGNORECASE,
+)
+
+
+def scaled_to_gold(answer: str, gold: str) -> str | None:
+    """The answer with its number and scale word written as the gold's number ("1.2 billion km" -> "1200000000 km"
+    for the gold 1200000000) when they are that value; None otherwise (the scale makes another number)."""
+    match = _SCALED_NUMBER.match(TEXT_WRAP.sub(r" \1 ", answer))
+    gold_number = as_number(clean(gold))
+    if match is None or gold_number is None:
+        return None
+    value = Fraction(match.group(2)) * _SCALES[match.group(3).lower()]
+    if value != gold_number.value:
+        return None
+    return f"{match.group(1)}{clean(gold)}{match.group(4)}"

@@ -262,8 +262,17 @@ def honest_forms(p: dict, v: Decimal) -> dict[str, str]:
         f["spell:sci-boxed"] = f"{pre}The answer is $\\boxed{{{sci[0]}}}$."
         f["spell:sci-e"] = f"{pre}The answer is {sci[1]}."
         f["spell:sci-E+"] = f"{pre}The answer is {sci[1].replace('e', 'E+')}."
+        ascii_sci = re.sub(r"[{}]", "", sci[0].replace("\\times", "x"))  # "1.08 x 10^2"
+        f["spell:sci-x"] = f"{pre}The answer is {ascii_sci}."
         unicode_sci = re.sub(r"[{}]", "", sci[0].replace("\\times", "\u00d7"))  # "1.08 × 10^2"
         f["spell:sci-unicode"] = f"{pre}The answer is {unicode_sci}."
+    if is_int and abs(v) >= 1000:
+        for scale, word in ((10**9, "billion"), (10**6, "million"), (10**3, "thousand")):
+            if abs(v) >= scale:
+                f["spell:scale-word"] = f"{pre}The answer is {num(v / scale)} {word}."
+                break
+    if is_int and 100 < v < 200:
+        f["spell:words-a-hundred"] = f"{pre}The answer is a {words(int(v), use_and=True).removeprefix('one ')}."
     if abs(v) >= 1000:
         for name, sep in (("space", " "), ("thin", "\u2009"), ("nnbsp", "\u202f"), ("apostrophe", "'"),
                           ("rsquo", "\u2019")):  # fmt: skip
@@ -291,6 +300,7 @@ def honest_forms(p: dict, v: Decimal) -> dict[str, str]:
             f["spell:cur-euro-comma"] = f"{pre}The answer is {s},00 €."
         f["spell:cur-usd"] = f"{pre}The answer is USD {s}."
         f["spell:cur-usd-after"] = f"{pre}The answer is {s} USD."
+        f["spell:cur-us-dollar"] = f"{pre}The answer is US${s}."
         f["spell:cur-dollars"] = f"{pre}The answer is {s} dollars."
         f["spell:cur-dollars-boxed"] = f"{pre}The answer is $\\boxed{{{s} \\text{{ dollars}}}}$."
         if is_int:

@@ -389,6 +389,39 @@ SPELLING: list[Case] = [
         ("The answer is 18,00 €.", False, "two digits after a comma are no thousands group"),
         ("The answer is 1.800,00 €.", True, "a dot group and zero cents"),
     ], dataset="gsm8k"),
+    *_cases("spelling", CITY, "1200000", [
+        ("The answer is 1.2 x 10^6.", True, "scientific notation with a letter x"),
+        ("The answer is 1.2 × 10⁶ people.", True, "scientific notation with a superscript power"),
+        ("The answer is 1.2 million people.", True, "a scale word that gives the gold's value"),
+        ("The answer is 1200 thousand.", True, "a scale word on a larger number, the same value"),
+        ("The answer is 12 x 10^5.", False, "a factor of 10 or more, with a letter x"),
+        ("The answer is 1.2 x 10^5.", False, "another power"),
+        ("The answer is 1.2 million or 1.3 million.", False, "two values with scale words"),
+        ("The answer is about 1.2 million.", False, "an approximation with a scale word"),
+        ("The answer is 1.2 million million.", False, "two scale words"),
+        ("The answer is 1.2 billion.", False, "another scale"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", CITY, "1.2", [
+        ("The answer is 1.2 million.", False, "a scale word makes another number than the gold's"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", "Tom buys 5 boxes of 12 eggs. How many eggs does he buy?", "60", [
+        ("He buys 5 dozen eggs.", True, "'dozen' that gives the gold's value"),
+        ("He buys 5 dozen eggs, or 61.", False, "another value after it"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", "Tom buys 5 boxes of 12 eggs. How many boxes does he buy?", "5", [
+        ("He buys 5 dozen eggs.", False, "'dozen' makes 60, not the 5 asked"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", APPLES, "108", [
+        ("The answer is a hundred and eight.", True, "'a hundred'"),
+        ("The answer is a hundred and eight or a hundred and nine.", False, "two values with 'a hundred'"),
+        ("The answer is a hundred or so.", False, "an approximation"),
+    ], dataset="gsm8k"),
+    *_cases("spelling", SALARY, "57500", [
+        ("The answer is US$57,500.", True, "'US$' before the value"),
+        ("The answer is USD57,500.", True, "'USD' glued to the value"),
+        ("The answer is $57.5k.", True, "a 'k' suffix that gives the gold's value"),
+        ("The answer is USD 57,500 or USD 60,000.", False, "two values with currency codes"),
+    ], dataset="gsm8k"),
     *_cases("spelling", "For how many two-digit primes is the sum of the digits equal to 8?", "3", [
         ("The answer is 3 two-digit primes.", True, "the asked noun with a compound adjective after the value"),
         ("The answer is 3 whole-number primes.", True, "a hyphenated word in the noun"),

@@ -7,10 +7,16 @@ docs/verifier.md; used by grpo_train/verifier/extract.py):
   is only a value ("**18**");
 - a last line that is an equation of the variable the question asks for ("Solve for $x$" ... "$x = 5$");
 - the last of several labelled boxes when its label, and no other, names the asked quantity ("Width: \\boxed{4},
-  area: \\boxed{32}" for "What is the area?").
+  area: \\boxed{32}" for "What is the area?");
+- a last line that is only a value after the working ("...\\n**18**", "Eighteen.", "→ 18"), not after a line that
+  leads into it with doubt;
+- the words a closing sentence shares with the question's end are its data ("He earned $130 for the first two
+  weeks."), and working after the value that comes to it is no second value ("$18 every day (9 eggs x $2)");
+- a letter the response defines once as the asked quantity ("Let $x$ be the number of pages ...") is asked for.
 
 Each refuses where it must guess: a sentence with a hedge, a negation, a condition or two values, a false chain
-("3 + 2 = 7"), a label that hedges or that two boxes share. Regexes over the response's last characters: linear.
+("3 + 2 = 7"), a label that hedges or that two boxes share. Regexes over the response's last characters: linear
+(the question's restated tail: one pass per shared word, at most the question's QUESTION_CHARS).
 """
 
 from __future__ import annotations

@@ -302,10 +302,15 @@ _DISOWNS = re.compile(
 )
 
 
+_DISOWN_WORD = re.compile(r"wrong|correct|right|mistake|error|oops", re.IGNORECASE)
+
+
 def disowned_after(rest: str) -> bool:
     """Whether a sentence after the answer disowns it without giving another value ("$\\boxed{18}$. Wait, that is
     wrong."): the value left standing is one the response calls wrong. A later sentence that states a value again
     (a correction, a check) is left to the other rules."""
+    if not _DISOWN_WORD.search(rest, 0, 400):
+        return False  # most responses: nothing after the answer calls anything wrong
     for sentence in SENTENCE_BREAK.split(rest[:400]):
         if _DISOWNS.search(sentence.rstrip()):
             return not _ANY_VALUE.search(rest[rest.find(sentence) + len(sentence) :])

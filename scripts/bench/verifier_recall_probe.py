@@ -431,14 +431,18 @@ def load(n_gsm8k: int, n_math: int, seed: int) -> list[dict]:
     return problems
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gsm8k", type=int, default=150)
-    ap.add_argument("--math", type=int, default=100)
+    ap.add_argument("--gsm8k", type=int, default=150, help="GSM8K test problems drawn")
+    ap.add_argument("--math", type=int, default=100, help="MATH-500 problems drawn (plain-number golds)")
     ap.add_argument("--seed", type=int, default=59)
     ap.add_argument("--show", type=int, default=0, help="print up to this many of our misses / false credits per form")
     ap.add_argument("--no-mv", action="store_true", help="skip Math-Verify (ours only, faster)")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     if not (DATA / "gsm8k_test.jsonl").exists() or not (DATA / "math500_test.jsonl").exists():
         print(f"skipped: {DATA} has no gsm8k_test.jsonl / math500_test.jsonl (the probe needs real problems)")
         return

@@ -9,9 +9,11 @@ together every `rollout.max_staleness_every` steps by the smallest predicted gra
 The two sides of a candidate (G, k):
 
 - Time (rollout/step_cost.py): the step's seconds at each k from the run's own phases (decode steps, tokens,
-  resumed requests, a constant; refit every step) and learner seconds, checked every step against the measured
-  step at the k in force (`pace/step_s_error`). The last full fit stays as the prior of the terms a window at k = 0
-  cannot determine (resumed requests), so k >= 1 keeps a prediction after a long stretch at k = 0.
+  resumed requests, a constant; refit every step, coefficients >= 0, hiccups left out) and learner seconds (median),
+  checked every step against the measured step at the k in force (`pace/step_s_error`). The last full fit stays as
+  the prior of the terms a later window cannot determine (resumed requests, after a stretch at k = 0), so k >= 1
+  keeps a prediction; a run that has not resumed any request yet takes a resumed request's cost as one decode
+  step's.
 - Quality (ustat/staleness.py): MSE_k(G; N) = rho_k^2 ||grad J||^2 + [G c1_k + c2_k + c3_k / (G - 1)] / N from the
   monitor's on-policy constants (c1, c2, c3: its sketches are the unweighted scores) and two moments of the applied
   behaviour weights c = min(pi_prox / pi_behav, tis_cap) at k: m2 = E c^2 and rho = E (w - C)+. Those come from a
@@ -239,8 +241,12 @@ class Pace:
         work = PhaseWork(phase.engine_steps, phase.tokens, phase.resumed, phase.seconds)
         error = self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"])
         fit = self.cost.phase_cost.fit()
-        if fit is not None and fit.source == "fit" and all(v is not None for v in fit.coefficients.values()):
-            self.cost.phase_cost.prior = dict(fit.coefficients)  # kept for the terms a k = 0 window cannot fit
+        if fit is not None and fit.source == "fit":  # kept as the prior of the terms a later window cannot fit
+            known = dict(fit.coefficients)
+            if known["resumed_s"] is None:  # never resumed yet (every completion finished in its phase): one step's
+                known["resumed_s"] = known["decode_step_s"]  # cost, the prefill the model assumes fits in one
+            if all(v is not None for v in known.values()):
+                self.cost.phase_cost.prior = known
         self.drift.observe(update_stats)
         if error is not None:
             metrics["pace/step_s_error"] = error

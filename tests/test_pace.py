@@ -211,3 +211,23 @@ def test_config_max_staleness_auto():
         load_config("configs/tiny-cpu.yaml", ["rollout.max_staleness=auto", "rollout.placement=servers"])
     off = load_config("configs/tiny-cpu.yaml", [])
     assert not off.rollout.max_staleness_auto and off.rollout.max_staleness == 0
+
+
+def test_a_hiccup_does_not_move_the_phase_fit_and_k_1_without_resumes_still_predicts_k_2():
+    """A phase slowed 10x by another job is left out of the fit; a run at k = 1 whose completions all finished in
+    their phase (nothing resumed) still predicts every k (a resumed request priced as one decode step)."""
+    pace, monitor, rounds, _ = pace_and_parts()
+    rng = np.random.default_rng(0)
+    for i in range(14):
+        lengths = [int(n) for n in rng.choice([4, 6, 8, 60], size=16)]
+        decode = int(rng.integers(20, 60))
+        rollout_s = 0.02 * decode + 0.001 * sum(lengths) + 0.01
+        if i == 9:
+            rollout_s *= 10  # a hiccup
+        phase = SimpleNamespace(engine_steps=decode, tokens=sum(lengths), resumed=0, seconds=rollout_s)
+        pace.observe(0, monitor, phase, lengths, {"step": rollout_s + 0.2, "rollout": rollout_s},
+                     stats({0: (0.0, 1e-4), 1: (-0.001, 0.002)}))
+    fit = pace.cost.phase_cost.fit()
+    assert fit.coefficients["decode_step_s"] == pytest.approx(0.02, rel=1e-6)
+    assert fit.coefficients["resumed_s"] == pytest.approx(0.02, rel=1e-6)  # from the prior: one decode step
+    assert {c.k for c in pace.candidates(monitor, 16)} == {0, 1, 2}

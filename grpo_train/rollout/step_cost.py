@@ -36,7 +36,7 @@ grpo_train/pace.py uses it for the trainer's choice.
    start) and takes a batch's tokens per phase.
 
 3. The step (`StepCost`), with learner_s = step_s - rollout_s (scoring, the log-prob passes, the update, the weight
-   sync: measured, mean over the window) and sync_s the weight push within it:
+   sync: measured, median over the window) and sync_s the weight push within it:
 
        colocated (the engine and the learner take turns), or k = 0:  step_s(k) = rollout_s(k) + learner_s
        rollout servers, k >= 1 (`overlap`):                          step_s(k) = sync_s + max(rollout_s(k),
@@ -168,18 +168,34 @@ class PhaseCost:
 
     def fit(self) -> PhaseFit | None:
         """The fit over the window: the terms whose counts were nonzero somewhere (the constant always), the others
-        the prior's or None; all the prior's when the phases do not determine those terms; None without a prior."""
+        the prior's or None; all the prior's when the phases do not determine those terms; None without a prior.
+        Every coefficient >= 0 (`nonnegative_fit` where plain least squares gives a negative one). Robust to a
+        hiccup (another job on the machine, a page-in): with at least twice as many phases as terms, the phases
+        whose residual exceeds 4 robust standard deviations (1.4826 x the median absolute residual), and 2% of the
+        median phase, are left out and the rest fitted again."""
         x = np.array([w.row() for w in self.phases], float).reshape(-1, len(TERMS))
+        y = np.array([w.seconds for w in self.phases], float)
         active = [i for i in range(len(TERMS)) if np.any(x[:, i] != 0) or TERMS[i] == "constant_s"]
-        solved = least_squares(x[:, active], np.array([w.seconds for w in self.phases], float))
+        solved = _solve(x[:, active], y)
+        if solved is not None and len(y) >= 2 * len(active):
+            residual = np.abs(y - x[:, active] @ solved[0])
+            kept = residual <= max(4 * 1.4826 * float(np.median(residual)), 0.02 * float(np.median(np.abs(y))))
+            if not kept.all():
+                solved = _solve(x[kept][:, active], y[kept]) or solved
         if solved is None:
             return PhaseFit(dict(self.prior), "prior", len(self.phases)) if self.prior is not None else None
         coef, r2 = solved
-        if (coef < 0).any():  # a cost is never negative: the best fit with every coefficient >= 0
-            coef, r2 = nonnegative_fit(x[:, active], np.array([w.seconds for w in self.phases], float))
         fitted = dict(zip((TERMS[i] for i in active), coef.tolist(), strict=True))
         return PhaseFit({t: fitted.get(t, self.prior[t] if self.prior else None) for t in TERMS}, "fit",
                         len(self.phases), r2)
+
+
+def _solve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """least_squares, or `nonnegative_fit` where it gives a negative coefficient; None where undetermined."""
+    solved = least_squares(x, y)
+    if solved is not None and (solved[0] < 0).any():  # a cost is never negative
+        return nonnegative_fit(x, y)
+    return solved
 
 
 def pool_phases(lengths: np.ndarray, k: int) -> dict[str, np.ndarray]:
@@ -322,8 +338,8 @@ class StepCost:
             return None
         ks = list(range(self.k_max + 1)) if ks is None else list(ks)
         work = phase_work([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
-        learner_s = statistics.mean(learner for learner, _ in self.learner)
-        sync_s = statistics.mean(sync for _, sync in self.learner)
+        learner_s = statistics.median(learner for learner, _ in self.learner)  # median: robust to a hiccup
+        sync_s = statistics.median(sync for _, sync in self.learner)
         out: dict[int, tuple[float | None, float | None]] = {}
         for k in ks:
             rollout_s = fit.seconds(work[k].decode_steps, work[k].tokens, work[k].resumed)

@@ -27,7 +27,7 @@ CATEGORIES = sorted({case.category for case in CASES})
 # category's test checks the cases it finds). Adding cases: update the count.
 CASES_PER_CATEGORY = {"bad_gold": 50, "cost": 44, "echo": 118, "equation": 48, "hedge": 169, "invisible": 62,
                       "near": 35, "operand": 58, "qualifier": 152, "rate": 13, "recall": 97, "scale": 42, "unit": 22,
-                      "commit": 154, "spelling": 125, "reasoning": 13}
+                      "commit": 185, "spelling": 125, "reasoning": 13}
 
 
 def test_the_suite_loads_every_case_of_every_category():

@@ -148,6 +148,8 @@ def closing_statement(text: str, problem: str | None) -> str | None:
     found = _closing_clause(sentence, asked)
     if found is None and (unjustified := without_working(sentence)) is not None:
         found = _closing_clause(unjustified, asked)  # "She makes $18 every day (9 eggs x $2)."
+    if found is None and (own := without_other_quantities(sentence, problem)) is not None:
+        found = _closing_clause(own, asked)  # "There are 4 full boxes, with 5 pencils left over."
     return found
 
 
@@ -323,6 +325,7 @@ _EQUATION_LINE = re.compile(r"^\s*(?:\$\$?|\\\[|\\\()?\s*([a-zA-Z](?:_\{?\w{1,3}
                             r"(?:\$\$?|\\\]|\\\))?\s*\.?\s*$")  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)
 def asked_variables(problem: str | None) -> frozenset[str]:
     """The variables the question asks for: its math spans that are one name ("Solve for $x$." -> {"x"})."""
     if not problem:
@@ -339,6 +342,7 @@ def asked_variables(problem: str | None) -> frozenset[str]:
 _BARE_ASKED = re.compile(r"\b(?:solve\s+for|find|value\s+of|what\s+is)\s+(?![aAI]\b)([a-zA-Z])(?![\w'])", re.I)
 
 
+_IMPLIES = re.compile(r"\\(?:Rightarrow|implies|Longrightarrow)(?![a-zA-Z])|⟹|⇒")
 # A letter the response lets stand for a quantity: "Let $x$ be the number of pages she reads.", "Let x = the total".
 _DEFINED = re.compile(
     r"\blet\s+\$?\s*([a-zA-Z])\s*\$?\s+(?:be|denote|represent|stand\s+for|=)\s+([^.;\n]{1,100})", re.IGNORECASE
@@ -359,10 +363,14 @@ def defined_variables(text: str, problem: str | None) -> frozenset[str]:
 def asked_equation(text: str, problem: str | None) -> str | None:
     """The last line when it is an equation of an asked variable to one value ("$x = 5$"), as "x = 5"; else None.
     The asked variables: those the question names, and those the response defines as the asked quantity."""
+    if "=" not in text[-CLOSING_CHARS:]:
+        return None  # most responses without a marker: no equation at their end
     names = asked_variables(problem) | defined_variables(text, problem)
     if not names:
         return None
     lines = [line for line in without_check(text.rstrip()[-CLOSING_CHARS:]).split("\n") if line.strip()]
+    if lines and (implied := _IMPLIES.split(lines[-1])) and len(implied) > 1:
+        lines[-1] = implied[-1]  # "$3x = 18 \\Rightarrow x = 6$": what the line concludes
     equation = _EQUATION_LINE.match(_EMPHASIS.sub("", lines[-1])) if lines else None
     if equation is None or equation.group(1) not in names or re.search(r"\\pm|\bor\b|,|\\(?:lor|vee)", lines[-1]):
         return None  # another name, or two values ("x = 5 or x = 7", "x = \\pm 5")
@@ -396,6 +404,93 @@ def labelled_box(text: str, boxes: list[tuple[int, int, str]], problem: str | No
         previous = end
     return _names_asked(labels[-1], asked) and not any(_names_asked(label, asked) for label in labels[:-1])
 
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sentences about another quantity
+
+# A value and the noun it counts: "5 pencils", "$3 change", "3 eggs".
+# (Whitespace is read only after a "$": a long run of spaces before a digit stays linear.)
+_VALUE = re.compile(r"(?<![\w.])(?:\$[ \t]?)?-?\d[\d,]*(?:\.\d+)?(?!\w)")
+_COUNTED = re.compile(r"(?<![\w.])(?:\$[ \t]?)?-?\d[\d,]*(?:\.\d+)?[ \t]+([a-z]{3,})", re.IGNORECASE)  # the next word
+_NOT_COUNTED = frozenset(("daily", "weekly", "monthly", "yearly", "annually", "hourly", "nightly", "more", "less",
+                          "fewer", "extra", "times", "percent", "hundred", "thousand", "million",
+                          "billion", "dozen", "left", "each", "per", "total", "altogether", "instead", "for", "the",
+                          "and", "from", "with", "into", "over", "than", "after", "before", "during", "since", "until",
+                          "out", "off", "are", "were", "was", "will", "would", "could", "can", "may", "might"))
+_OFFERS = re.compile(r"\b(?:answer|also|instead|alternative\w*|else|otherwise|result|total|final|correct|actually)\b",
+                     re.IGNORECASE)  # fmt: skip
+
+
+def about_another_quantity(sentence: str, problem: str | None) -> bool:
+    """Whether a sentence states values of other quantities only ("5 pencils are left over." after "\\boxed{4}" full
+    boxes): each value counts a noun, no word of it names the asked quantity (nor a currency for a money question),
+    and nothing in it hedges, retracts, negates or speaks of the answer."""
+    asked = asked_words(problem)
+    counted = _COUNTED.findall(sentence)
+    if any(noun.lower() in _NOT_COUNTED for noun in counted):
+        return False  # "5 more", "5 times", "5 thousand": the value of an operation or a scale, not a count
+    if not asked or not counted or len(counted) != len(_VALUE.findall(sentence)) or _names_asked(sentence, asked):
+        return False
+    if "$" in asked and re.search(r"\b(?:dollars?|cents?|USD|euros?)\b", sentence, re.IGNORECASE):
+        return False
+    doubts = HEDGE.search(sentence) or UNSURE.search(sentence) or _HEDGED.search(sentence) or _OFFERS.search(sentence)
+    return not (doubts or NEGATION.search(sentence) or RETRACTION.search(sentence) or "?" in sentence)
+
+
+def offers_asked_value(rest: str, answer: str, problem: str | None) -> bool:
+    """Whether a sentence after the answer gives the asked quantity another value with a hedge or a condition: a
+    value that counts the asked noun, or a sum of money for a money question ("\\boxed{4} full boxes. 5 boxes if we
+    count the partial one.", "If she sold 10 eggs she would make $20."); a value of something else under a
+    condition ("if the polygon has more than 8 sides, the angle is 190 degrees") is not one."""
+    if not (asked := asked_words(problem)) or not _VALUE.search(rest):
+        return False
+    for sentence in re.split(r"(?<=[.!;?])\s+|\n", rest[:CLOSING_CHARS]):
+        if _OFFER_WORD.search(sentence) is not None:
+            end = len(sentence)  # "5 boxes, or maybe 6": any value of the sentence is offered
+        elif (condition := _CONDITION_WORD.search(sentence)) is not None:
+            end = condition.start()  # "5 boxes if we count ...": the value the condition follows ("If the polygon had
+            # 9 sides, ..." argues, it offers nothing)
+        else:
+            continue
+        values = [m.group() for m in _COUNTED.finditer(sentence, 0, end) if _stem(m.group(1)) in asked]
+        values += _MONEY_VALUE.findall(sentence, 0, end) if "$" in asked else []
+        if any(not same_answer(re.sub(r"[$,\s]|[a-zA-Z]+$", "", v), answer) for v in values):
+            return True
+    return False
+
+
+_OFFER_WORD = re.compile(r"\b(?:or|maybe|perhaps|possibly|alternatively|might|could|probably)\b", re.IGNORECASE)
+_CONDITION_WORD = re.compile(r"\b(?:if|unless)\b", re.IGNORECASE)
+_MONEY_VALUE = re.compile(r"\$[ \t]?\d[\d,]*(?:\.\d+)?")
+
+
+# The clauses of a sentence or an answer, for trailing ones about another quantity: "4 full boxes, with 5 pencils left
+# over", "4 boxes (5 pencils left over)", "4 boxes and 5 pencils remain".
+_TRAILING_CLAUSE = re.compile(
+    r"(?:\s*\(([^()]{1,80})\)|(?:,|;|\s+and|\s+with|,\s+with|,\s+and)\s+([^,;()]{1,80}))\s*\.?\s*$"
+)
+
+
+def without_other_quantities(text: str, problem: str | None, signs_kept: bool = True) -> str | None:
+    """The text without its trailing clauses about another quantity (see about_another_quantity), as long as a value
+    is left before them; None when there is none to drop. `signs_kept` False: an extracted statement, its currency
+    signs dropped, which cannot tell another sum of money from a count for a money question."""
+    if not signs_kept and "$" in asked_words(problem):
+        return None
+    left, dropped = text.rstrip(" ."), False
+    while (clause := _TRAILING_CLAUSE.search(left)) is not None:
+        words = clause.group(1) or clause.group(2)
+        if not about_another_quantity(words, problem) or not _VALUE.search(left[: clause.start()]):
+            break
+        left, dropped = left[: clause.start()].rstrip(), True
+    return left if dropped else None
+
+
+def other_quantities_dropped(rest: str, problem: str | None) -> str:
+    """The text after an answer without its sentences about other quantities (see about_another_quantity)."""
+    parts = re.split(r"((?<=[.!;])[ \t]+|\n)", rest[:CLOSING_CHARS])  # sentences, the breaks between them kept
+    return "".join(p for p in parts if not (_VALUE.search(p) and about_another_quantity(p, problem)))
 
 
 # ----------------------------------------------------------------------------------------------------

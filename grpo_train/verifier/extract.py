@@ -13,8 +13,11 @@ from grpo_train.verifier.commit import (
     closing_statement,
     labelled_box,
     last_line_value,
+    offers_asked_value,
+    other_quantities_dropped,
     other_value_in_clause,
     without_check,
+    without_other_quantities,
     without_question_tail,
 )
 from grpo_train.verifier.hedge import (
@@ -66,7 +69,8 @@ _LAST_IS = re.compile(r".*(?:\b(?:is|are|equals)|(?<![<>!\\])=)\s+(?=\S)", re.DO
 _GENERIC_LEAD = re.compile(r"^(?:therefore|thus|hence|so|(?:final\s+)?answer|result|total)\s*[:=]\s*(?=\S)", re.I)
 _UNSURE_WORD = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|I\s+(?:think|guess|believe))\b", re.I)
 _CONCLUSION = re.compile(
-    r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution)\b",
+    r"\b(?:therefore|thus|hence|so|finally|answer|total|result|is|are|equals|find|found|obtain|conclude|solution|get|gets"
+    r"|got|gives|yields)\b",
     re.IGNORECASE,
 )
 
@@ -319,6 +323,8 @@ def _extract_checked(response: str, dataset: str, problem: str | None) -> tuple[
         return None, "conflict:statement_kinds_disagree"  # "\\boxed{5} #### 7", "The answer is 7.\n#### 5"
     if answer is not None and source != "boxed":
         answer = _MARKDOWN_EDGES.sub("", answer) or None  # "The answer is **4**.", "**Answer: 4**": emphasis
+    if answer is not None and source in ("final_answer", "answer_is") and len(NUMBER_TOKEN.findall(answer)) > 1:
+        answer = without_other_quantities(answer, problem, signs_kept=False) or answer  # "4 boxes (5 pencils left)"
     return answer, source
 
 
@@ -335,8 +341,12 @@ def _extract(response: str, lowered: str, dataset: str, problem: str | None) -> 
             answer = boxes[-1][2]  # "Width: \\boxed{4}, area: \\boxed{32}": the asked quantity's box
         if answer is not None:
             end = boxes[-1][1]
-            if (alternative_follows(response, end, answer, bare_or=True) or offered_later(response[end:], answer)
-                    or other_value_in_clause(response, end, answer)):
+            later = offered_later(response[end:], answer)
+            if later and offered_later(other_quantities_dropped(response[end:], problem), answer) is False:
+                later = False  # "\\boxed{4} full boxes. 5 pencils are left over.": another quantity
+            later = later or offers_asked_value(response[end:], answer, problem)  # "5 boxes if ..."
+            if alternative_follows(response, end, answer, bare_or=True) or later or other_value_in_clause(
+                    response, end, answer):
                 return None, "conflict:other_value_after_box", 0  # "$\\boxed{5}$ (or 7)", "... But it could be 7."
             if disowned_after(response[end:]):
                 return None, "conflict:answer_disowned", 0  # "$\\boxed{5}$. Wait, that is wrong."

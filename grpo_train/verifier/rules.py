@@ -172,7 +172,8 @@ LLOYD = "Lloyd earns $10 an hour. He tutored 5 hours, then 8. How much did he ea
 # commits to for the asked quantity, and the spellings of one number. Each beside the hedge it could open, shown
 # refused; tests/test_verifier_rules.py checks both, tests/cases/verifier_attacks_commit.py holds the rest.
 RECALLS: tuple[Recall, ...] = (
-    Recall("box_then_other_quantity", "a final box followed by a clause about another quantity (a remainder, a check)",
+    Recall("box_then_other_quantity", "a final box, closing sentence or statement followed by a clause or a sentence "
+           "about another quantity (a remainder, a check); not by the asked quantity's other value",
            Example("Each child gets $\\boxed{5}$ candies, with a remainder of 3.", "5", "gsm8k", CANDIES),
            Example("Each child gets $\\boxed{5}$ candies, or 6 if the rest are shared.", "5", "gsm8k", CANDIES)),
     Recall("labelled_boxes", "the last of several labelled boxes when its label, and no earlier one, names the asked "

@@ -237,6 +237,48 @@ COMMIT += [
         ("She reads 12 a day for 9 days.\n$x = 108$", False, "a letter never defined"),
         ("Let $x$ be the number of pages she reads.\n$y = 108$", False, "another letter"),
     ], dataset="gsm8k"),
+    # A sentence or clause about another quantity after the answer (a remainder) is no second value; one that gives
+    # the asked quantity another value with a hedge or a condition is.
+    *_cases("commit", "29 pencils are packed in boxes of 6. How many full boxes are there?", "4", [
+        ("So there are $\\boxed{4}$ full boxes. 5 pencils are left over.", True, "a box, then a remainder sentence"),
+        ("29 = 4 * 6 + 5.\nThere are 4 full boxes, with 5 pencils left over.", True, "a closing clause, a remainder"),
+        ("29 = 4 * 6 + 5.\nThere are 4 full boxes and 5 pencils remain.", True, "'and' a remainder"),
+        ("**Answer:** 4 full boxes (5 pencils left over)", True, "a statement, a remainder in brackets"),
+        ("The answer is 4 boxes, and 5 pencils remain.", True, "a statement, a remainder clause"),
+        ("So there are $\\boxed{4}$ full boxes. 5 boxes if we count the partial one.", False,
+         "the asked quantity again, under a condition"),
+        ("So there are $\\boxed{4}$ full boxes. 5 more.", False, "a bare comparison after the box"),
+        ("So there are $\\boxed{4}$ full boxes. 5 pencils, or maybe 6 boxes.", False, "a hedge after the box"),
+        ("So there are $\\boxed{4}$ full boxes. Actually 5 pencils remain.", False, "a correction word"),
+        ("29 = 4 * 6 + 5.\nThere are 4 full boxes, with 5 boxes left over.", False, "the asked noun in the clause"),
+        ("29 = 4 * 6 + 5.\nThere are 4 full boxes and 5 more.", False, "a comparison clause"),
+        ("29 = 4 * 6 + 5.\nThere are 4 full boxes, or 5 pencils maybe.", False, "a hedged clause"),
+        ("**Answer:** 4 full boxes (or 5)", False, "another value in brackets"),
+        ("The answer is 4 boxes, and 5 boxes remain.", False, "the asked noun twice"),
+        ("The answer is 4 boxes, and 5.", False, "a bare second value"),
+    ], dataset="gsm8k"),
+    *_cases("commit", EGGS, "18", [
+        ("She makes $\\boxed{18}$ dollars. She keeps 3 eggs.", True, "a box, then eggs kept"),
+        ("She sells 9 eggs.\nShe makes $18 every day, with 3 eggs left.", True, "a closing clause about eggs"),
+        ("She makes $\\boxed{18}$ dollars. If she sold 10 eggs she would make $20.", False,
+         "another sum under a condition"),
+        ("She makes $\\boxed{18}$ dollars. 20 dollars.", False, "another sum after the box"),
+        ("The answer is $18, and 20 weekly.", False, "another sum per week, the sign dropped"),
+        ("The answer is $18, and she keeps 3 eggs.", False, "a money statement's clause (signs dropped)"),
+        ("She sells 9 eggs.\nShe makes $18 every day, and 20 weekly.", False, "a weekly sum in the closing sentence"),
+        ("She sells 9 eggs.\nShe makes $18 every day, and $20 on weekends.", False, "another sum, a sign"),
+    ], dataset="gsm8k"),
+    # MATH: "we get" concludes; what a line of implications ends on is its equation.
+    *_cases("commit", "Solve for $x$: $3x - 7 = 11$.", "6", [
+        ("Adding 7 and dividing by 3, we get $x = 6$.", True, "'we get' concludes"),
+        ("Add 7 to both sides.\n$3x = 18 \\Rightarrow x = 6$", True, "the end of an implication"),
+        ("Add 7 to both sides.\n$$3x = 18 \\implies x = 6$$", True, "\\implies"),
+        ("Adding 7, we get $x = 6$ or $x = 7$.", False, "two values after 'we get'"),
+        ("Maybe we get $x = 6$.", False, "a hedge"),
+        ("Add 7 to both sides.\n$3x = 18 \\Rightarrow x = 6$ or $x = 7$", False, "two values at the end"),
+        ("Perhaps\n$3x = 18 \\Rightarrow x = 6$", False, "a hedge before it"),
+        ("We get $3x = 18$.", False, "an intermediate equation"),
+    ]),
     # A value the response then calls wrong, with no value after: disowned (rule answer_disowned).
     *_cases("commit", EGGS, "18", [
         ("She makes 9 * 2 = $18.\nThe answer is $\\boxed{18}$. Wait, that is wrong.", False, "a box called wrong"),

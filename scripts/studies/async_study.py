@@ -36,9 +36,10 @@ lines also go to its console.log) is in the table above (its staleness and times
 and a second table follows, per run and averaged over seeds, for every k: the k in force at the last step
 (pace/k) and the share of the steps spent at each k (every training step, the first included); the median
 |pace/step_s_error| over the run (the step-time prediction against the measured step at the k in force; target
-within 15%); the training minutes (the sum of perf/step_s over every training step, warm-up included: the wall-clock
-the run trained for, evaluations left out); and the held-out accuracy per training minute, (accuracy after -
-accuracy before) / those minutes (none without evaluations, `--eval-size 0`). Then auto's "max_staleness auto:"
+within 15%); the training minutes (every training step at the mean perf/step_s of the steps after the warm-up: the
+run's training wall-clock without its start-up compilation, which falls mostly on whichever run comes first, and
+without evaluations); and the held-out accuracy per training minute, (accuracy after - accuracy before) / those
+minutes (none without evaluations, `--eval-size 0`). Then auto's "max_staleness auto:"
 lines, per run. The cost fit leaves auto's runs out.
 """
 
@@ -136,7 +137,7 @@ def result(run_dir: Path, warmup: int) -> dict:
     }
 
 
-def pace_result(run_dir: Path, k: int | str) -> dict:
+def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
     """A run's pace figures (module docstring): the k in force at its last step, the share of its steps at each k,
     the median |pace/step_s_error|, its training minutes and held-out accuracy gained per training minute."""
     rows = read_jsonl(run_dir / "metrics.jsonl")
@@ -144,7 +145,8 @@ def pace_result(run_dir: Path, k: int | str) -> dict:
     in_force = [int(r["pace/k"]) if "pace/k" in r else k for r in steps]
     errors = [abs(r["pace/step_s_error"]) for r in steps if r.get("pace/step_s_error") is not None]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
-    minutes = sum(r["perf/step_s"] for r in steps) / 60
+    measured = [r["perf/step_s"] for r in steps if r["step"] > warmup]
+    minutes = len(steps) * statistics.mean(measured) / 60 if measured else 0.0
     gain = evals[max(evals)] - evals[0] if len(evals) > 1 and 0 in evals else None
     log = run_dir / "console.log"
     return {
@@ -267,7 +269,7 @@ def main() -> None:
                     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # the figures come from metrics.jsonl
             results.append({"k": k, "seed": seed, **result(run_dir, args.warmup)})
             if AUTO in args.ks:
-                results[-1].update(pace_result(run_dir, k))
+                results[-1].update(pace_result(run_dir, k, args.warmup))
     means = {}
     for k in args.ks:
         mine = [r for r in results if r["k"] == k]

@@ -239,6 +239,8 @@ class Pace:
             self.warm = True
             return metrics
         work = PhaseWork(phase.engine_steps, phase.tokens, phase.resumed, phase.seconds)
+        rollout = self.cost.checks["rollout"]
+        checked = len(rollout.errors)
         error = self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"])
         fit = self.cost.phase_cost.fit()
         if fit is not None and fit.source == "fit":  # kept as the prior of the terms a later window cannot fit
@@ -251,6 +253,9 @@ class Pace:
         if error is not None:
             metrics["pace/step_s_error"] = error
             metrics["pace/step_s_error_median"] = self.cost.checks["step"].median()
+        if len(rollout.errors) > checked:  # the generation phase's part of the prediction, checked alike
+            metrics["pace/rollout_s_error"] = rollout.errors[-1]
+            metrics["pace/rollout_s_error_median"] = rollout.median()
         found = self.candidates(monitor, len(lengths)) or []
         for c in found:
             if c.group_size == monitor.group_size:

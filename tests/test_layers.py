@@ -27,7 +27,7 @@ LAYERS = {
     "forward": 2, "update_batch": 2, "learner": 2, "rewards.workers": 2, "rewards.scoring": 2, "rewards.failures": 2,
     "evaluation": 2, "dynamic_sampling": 2, "rounds": 2, "metrics_row": 2, "ustat.sketch": 2, "ustat.monitor": 2,
     # 3: the trainer and the programs built on the layers below
-    "trainer": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,
+    "trainer": 3, "pace": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,
     # 4: the command line
     "cli": 4, "__main__": 4, "": 4,  # "" is the package's __init__
 }

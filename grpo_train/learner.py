@@ -355,7 +355,9 @@ class Learner:
         # no host sync per micro-batch or head chunk.
         stat_names: list[str] = []  # the statistics policy_loss returns, the same in every micro-batch
         stat_sums: Tensor | float = 0.0
-        by_age = torch.zeros(4, self.cfg.rollout.max_staleness + 1, dtype=torch.float64, device=self.device)
+        drift = self.cfg.rollout.max_staleness_auto  # the log-ratio's moments by age too (grpo_train/pace.py)
+        by_age = torch.zeros(4 if drift else 2, self.cfg.rollout.max_staleness + 1, dtype=torch.float64,
+                             device=self.device)
         tokens = loss_share = torch.zeros((), dtype=torch.float64, device=self.device)
         passes, trained = self._micro_batches(batch, index)
         for micro, scale in passes:
@@ -392,14 +394,14 @@ class Learner:
                 stat_sums = stat_sums + torch.stack([stats[name] for name in stat_names]).double() * count
             if sub.staleness is not None and scale:  # weight: the behaviour weights policy_loss applied
                 log_ratio = (old - sub.sampler_logp.to(self.device)).clamp(-algorithms.LOG_RATIO_CLAMP,
-                                                                          algorithms.LOG_RATIO_CLAMP)
+                                                                          algorithms.LOG_RATIO_CLAMP) if drift else None
                 by_age += behaviour_by_staleness(weight, sub.staleness, cmask, by_age.shape[1], log_ratio)
         applied = self._step()
         sums = dict(zip(stat_names, stat_sums.unbind(), strict=True)) if stat_names else {}
         out = global_step_stats(loss_share, sums, tokens, trained, len(index))
         if batch.staleness is not None:  # the mean behaviour weight of the tokens n versions old (none: left out)
             ages = {f"behaviour_weight/{n}": (by_age[0, n], by_age[1, n]) for n in range(by_age.shape[1])}
-            if self.cfg.rollout.max_staleness_auto:  # the log-ratio's moments by age (grpo_train/pace.py's drift)
+            if drift:
                 ages.update({f"behaviour_log_ratio{suffix}/{n}": (by_age[row, n], by_age[1, n])
                              for row, suffix in ((2, ""), (3, "_sq")) for n in range(by_age.shape[1])})
             out.update({k: v for k, v in global_means(ages).items() if v == v})

@@ -108,14 +108,16 @@ def make_update_batch(prompt_ids: list[list[int]], completion_ids: list[list[int
 
 def behaviour_by_staleness(weight: Tensor | None, staleness: Tensor, mask: Tensor, buckets: int,
                            log_ratio: Tensor | None = None) -> Tensor:
-    """[4, buckets] float64 on mask's device, per age 0 .. buckets - 1 (the tokens that many versions old): the sum
-    of the behaviour weights (row 0), the token count (row 1), and the sums of the raw log-ratio log pi_prox -
-    log pi_behav and of its square (rows 2, 3; zeros without `log_ratio`), left on the device (summed over
-    micro-batches, read once per optimizer step). weight: [B, T] or [B, 1] from `algorithms.mismatch_weights`
+    """[2, buckets] (or [4, buckets] with `log_ratio`) float64 on mask's device, per age 0 .. buckets - 1 (the tokens
+    that many versions old): the sum of the behaviour weights (row 0), the token count (row 1), and with `log_ratio`
+    the sums of the raw log-ratio log pi_prox - log pi_behav and of its square (rows 2, 3), left on the device (summed
+    over micro-batches, read once per optimizer step). weight: [B, T] or [B, 1] from `algorithms.mismatch_weights`
     (None, no correction: 1); staleness [B, T] long; mask [B, T]; log_ratio [B, T] (no gradient)."""
     weight = torch.ones_like(mask) if weight is None else weight.expand_as(mask)
     ages = staleness.to(mask.device).flatten()
-    gap = torch.zeros_like(mask) if log_ratio is None else log_ratio * mask
-    rows = [weight * mask, mask, gap, gap * gap]
+    rows = [weight * mask, mask]
+    if log_ratio is not None:
+        gap = log_ratio * mask
+        rows += [gap, gap * gap]
     return torch.stack([torch.bincount(ages, weights=row.flatten().double(), minlength=buckets)[:buckets]
                         for row in rows])

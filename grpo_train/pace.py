@@ -21,8 +21,9 @@ The two sides of a candidate (G, k):
   weights) with v_a = v_0 + d a^2 (v_0: the sampler/learner mismatch, d: the policy's drift per version squared),
   fitted by least squares to the variances the learner measures per age (train/behaviour_log_ratio{,_sq}/<a>), and
   the shares of the trained tokens of each age at k from the pool's rule over the measured lengths
-  (`StepCost.age_shares`). Token weights are applied per token, so their moments are taken per token (the
-  per-completion derivation with one token per completion; an approximation for longer ones).
+  (`StepCost.forecast`, from the same simulation of the pool as the time side). Token weights are applied per
+  token, so their moments are taken per token (the per-completion derivation with one token per completion; an
+  approximation for longer ones).
 
 The score of a candidate is the MSE of the gradient averaged over one second of training: bias^2 + variance x
 step_s (1 / step_s steps a second average the variance, not the bias). A choice leaves the (G, k) in force only for
@@ -172,23 +173,22 @@ class Pace:
     def candidates(self, monitor, completions: int) -> list[Candidate] | None:
         """Every (G, k) both sides predict (G: the monitor's candidates with group_size auto, else the G in
         force); None before the monitor has constants or the cost has a fit."""
-        times = self.cost.predict(completions)
-        shares = self.cost.age_shares(completions)
+        forecast = self.cost.forecast(completions)
         constants = monitor.components()
         drift = self.drift.fit()
-        if times is None or shares is None or constants is None:
+        if forecast is None or constants is None:
             return None
         on_policy, grad_sq = constants
         sizes = monitor.candidates if self.group_size_auto else [monitor.group_size]
         out = []
-        for k, step_s in times.items():
-            if step_s is None or (drift is None and k >= 1):
+        for k, f in forecast.items():
+            if f.step_s is None or (drift is None and k >= 1):
                 continue
             v0, d = drift if drift is not None else (0.0, 0.0)
-            weights = mixed_weight_moments([v0 + d * a * a for a in range(k + 1)], shares[k], self.cap)
+            weights = mixed_weight_moments([v0 + d * a * a for a in range(k + 1)], f.age_shares, self.cap)
             stale = stale_components(on_policy, grad_sq, weights)
             for g in sizes:
-                out.append(Candidate(g, k, step_s, stale.minibatch_mse(g, monitor.budget), stale.bias_sq,
+                out.append(Candidate(g, k, f.step_s, stale.minibatch_mse(g, monitor.budget), stale.bias_sq,
                                      weights.ess_fraction, stale.optimal_group_size()))
         return out
 

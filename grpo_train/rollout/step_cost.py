@@ -226,35 +226,38 @@ def pool_phases(lengths: np.ndarray, k: int) -> dict[str, np.ndarray]:
     return out
 
 
-def phase_work(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int = 120,
-               seed: int = 0) -> dict[int, PhaseWork]:
-    """The mean work of a phase at each k in `ks`, for batches of `completions` drawn (with replacement) from the
-    measured `lengths`, the same draws for every k: the decode steps and resumed requests of `steps` phases of the
-    steady state (after a burn-in of 16 (k_max + 1) phases: the pool starts with k + 1 fresh batches in lockstep,
-    and its phases stay correlated for ~10 (k + 1) phases; with k batches after them, so the last ones also have
-    their pool), and the tokens the due batches hold (every completion is decoded once, so in the steady state a
-    phase generates a batch's tokens on average, at any k). 120 steps: a whole number of equal lengths' periods of
-    k + 1 phases for every k <= 4."""
+def steady_state(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int = 120,
+                 seed: int = 0) -> dict[int, tuple[PhaseWork, np.ndarray]]:
+    """Per k in `ks`, from one simulation of the pool for batches of `completions` drawn (with replacement) from the
+    measured `lengths`, the same draws for every k: the mean work of a phase (`phase_work`) and the shares of the
+    trained tokens 0 .. k weight versions old ([k + 1], summing to 1: `age_shares`). The steady state: `steps`
+    phases after a burn-in of 16 (k_max + 1) phases (the pool starts with k + 1 fresh batches in lockstep, and its
+    phases stay correlated for ~10 (k + 1) phases), with k batches after them, so the last ones also have their pool.
+    A phase's decode steps and resumed requests are the mean over those phases, its tokens the tokens the due
+    batches hold (every completion is decoded once, so in the steady state a phase generates a batch's tokens on
+    average, at any k). 120 steps: a whole number of equal lengths' periods of k + 1 phases for every k <= 4."""
     burn, draws = _draws(lengths, completions, ks, steps, seed)
-    tokens = float(draws[burn: burn + steps].sum(axis=1).mean())
+    kept = slice(burn, burn + steps)
+    tokens = float(draws[kept].sum(axis=1).mean())
     out = {}
     for k in ks:
         phases = pool_phases(draws[: burn + steps + k], k)
-        out[k] = PhaseWork(float(phases["decode_steps"][burn: burn + steps].mean()), tokens,
-                           float(phases["resumed"][burn: burn + steps].mean()))
+        ages = phases["age_tokens"][kept].sum(axis=0)
+        out[k] = (PhaseWork(float(phases["decode_steps"][kept].mean()), tokens, float(phases["resumed"][kept].mean())),
+                  ages / max(ages.sum(), 1))
     return out
+
+
+def phase_work(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int = 120,
+               seed: int = 0) -> dict[int, PhaseWork]:
+    """The mean work of a phase at each k in `ks` (`steady_state`)."""
+    return {k: work for k, (work, _) in steady_state(lengths, completions, ks, steps, seed).items()}
 
 
 def age_shares(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int = 120,
                seed: int = 0) -> dict[int, np.ndarray]:
-    """Per k of `ks`: the shares of the trained tokens 0 .. k weight versions old ([k + 1], summing to 1), in the
-    steady state of the pool for batches drawn as `phase_work` draws them (the same draws)."""
-    burn, draws = _draws(lengths, completions, ks, steps, seed)
-    out = {}
-    for k in ks:
-        ages = pool_phases(draws[: burn + steps + k], k)["age_tokens"][burn: burn + steps].sum(axis=0)
-        out[k] = ages / max(ages.sum(), 1)
-    return out
+    """Per k of `ks`: the shares of the trained tokens 0 .. k weight versions old (`steady_state`)."""
+    return {k: shares for k, (_, shares) in steady_state(lengths, completions, ks, steps, seed).items()}
 
 
 def _draws(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: int,
@@ -295,6 +298,16 @@ class RelativeErrors:
         return statistics.median(self.errors) if self.errors else None
 
 
+@dataclass(frozen=True)
+class Forecast:
+    """A step at one k, predicted: its generation phase's and its whole seconds (None: not determined), and the
+    shares of its trained tokens 0 .. k weight versions old."""
+
+    rollout_s: float | None
+    step_s: float | None
+    age_shares: np.ndarray
+
+
 class StepCost:
     """The step's seconds at each k = 0 .. k_max (module docstring, item 3), from the last `window` steps: their
     phases (the fit), their completion lengths (the work at each k) and their learner seconds. `overlap`: rollout
@@ -316,39 +329,34 @@ class StepCost:
         one engine). None before a step was observed or while the phase fit has neither enough phases nor a prior;
         a k whose work needs an undetermined coefficient (resumed, before any phase resumed and without a prior):
         None."""
-        both = self._predict(completions, ks)
-        return None if both is None else {k: step for k, (_, step) in both.items()}
-
-    def age_shares(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, np.ndarray] | None:
-        """Per k: the shares of the trained tokens 0 .. k versions old (`age_shares` over the window's lengths)."""
-        if not self.lengths:
-            return None
-        ks = list(range(self.k_max + 1)) if ks is None else list(ks)
-        return age_shares([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
+        found = self.forecast(completions, ks)
+        return None if found is None else {k: f.step_s for k, f in found.items()}
 
     def predict_rollout(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
         """`predict`'s generation phase alone: rollout_s(k)."""
-        both = self._predict(completions, ks)
-        return None if both is None else {k: rollout for k, (rollout, _) in both.items()}
+        found = self.forecast(completions, ks)
+        return None if found is None else {k: f.rollout_s for k, f in found.items()}
 
-    def _predict(self, completions: int, ks: Sequence[int] | None,
-                 ) -> dict[int, tuple[float | None, float | None]] | None:
+    def forecast(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, Forecast] | None:
+        """Per k: `predict`'s step and `predict_rollout`'s phase, and the trained tokens' shares by age, from one
+        simulation of the pool (`steady_state`) over the window's lengths; None as for `predict`."""
         fit = self.phase_cost.fit()
         if fit is None or not self.lengths:
             return None
         ks = list(range(self.k_max + 1)) if ks is None else list(ks)
-        work = phase_work([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
+        state = steady_state([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
         learner_s = statistics.median(learner for learner, _ in self.learner)  # median: robust to a hiccup
         sync_s = statistics.median(sync for _, sync in self.learner)
-        out: dict[int, tuple[float | None, float | None]] = {}
-        for k in ks:
-            rollout_s = fit.seconds(work[k].decode_steps, work[k].tokens, work[k].resumed)
+        out = {}
+        for k, (work, shares) in state.items():
+            rollout_s = fit.seconds(work.decode_steps, work.tokens, work.resumed)
             if rollout_s is None:
-                out[k] = (None, None)
+                step_s = None
             elif self.overlap and k >= 1:
-                out[k] = (rollout_s, sync_s + max(rollout_s, learner_s - sync_s))
+                step_s = sync_s + max(rollout_s, learner_s - sync_s)
             else:
-                out[k] = (rollout_s, rollout_s + learner_s)
+                step_s = rollout_s + learner_s
+            out[k] = Forecast(rollout_s, step_s, shares)
         return out
 
     def observe(self, k: int, work: PhaseWork, lengths: Sequence[int], learner_s: float, step_s: float,
@@ -357,8 +365,8 @@ class StepCost:
         seconds (step_s - rollout_s) and its weight push's. First checks the prediction from the steps before against
         the measured step (and rollout), over the last k + 1 steps (`checks`); returns the step's relative error, or
         None without one."""
-        both = self._predict(len(lengths), [k]) if lengths else None
-        rollout_s, predicted_s = both[k] if both is not None else (None, None)
+        found = self.forecast(len(lengths), [k]) if lengths else None
+        rollout_s, predicted_s = (found[k].rollout_s, found[k].step_s) if found is not None else (None, None)
         self.checks["rollout"].add(rollout_s, work.seconds, span=k + 1)
         error = self.checks["step"].add(predicted_s, step_s, span=k + 1)
         self.phase_cost.observe(work)

@@ -79,7 +79,7 @@ def base_config(model: str, dry_run: bool) -> dict:
 
 
 TRAIN_ITEMS = {  # item -> overrides of base_config
-    "zero0": ["learner.zero_stage=0", "learner.precision=fp32"],  # ZeRO-0 with bf16 is refused by the config
+    "zero0": ["learner.zero_stage=0"],  # FlatAdamW (grpo_train/flat_optimizer.py)
     "zero2": ["learner.zero_stage=2"],
     "zero3": ["learner.zero_stage=3"],
     "lora": ["model.lora.rank=16", "model.lora.alpha=32", "learner.lr=1e-3"],

@@ -9,7 +9,7 @@ completions of varied lengths (padding-free passes, learner.packing, pay only wh
 through plain PyTorch, forward + backward + torch's fused AdamW, padded micro-batches, the best attention kernel
 installed (flash_attention_2 where the flash_attn package imports, else sdpa).
 
-profile: one learner update (ZeRO-2, the check's config) under torch.profiler: the 15 kernels with the most device
+profile: one learner update (ZeRO-0, FlatAdamW: the learner configs/qwen2.5-0.5b-gsm8k.yaml runs) under torch.profiler: the 15 kernels with the most device
 time, the kernels launched, the GPU's busy share of the update's wall time (the union of the kernels' intervals over
 the wall time, which the profiler's overhead lengthens), the host syncs (torch.cuda.set_sync_debug_mode("warn")'s
 warnings), the same counts for a second update (they should not change), and a Chrome trace (profile_trace.json.gz,
@@ -37,7 +37,8 @@ from typing import TypeVar
 
 TOP_KERNELS = 15
 VARIANTS_SHARE = 0.4  # the profile item starts no variant after this share of its timeout (300 s: 120 s)
-BASE_OVERRIDES = ["algorithm.kl_coef=0", "learner.zero_stage=2"]  # over the check's config (gpu_check.base_config)
+# Over the check's config (gpu_check.base_config): the learner of configs/qwen2.5-0.5b-gsm8k.yaml (ZeRO-0: FlatAdamW).
+BASE_OVERRIDES = ["algorithm.kl_coef=0", "learner.zero_stage=0"]
 SYNC_WARNING = "called a synchronizing CUDA operation"  # torch's text in set_sync_debug_mode("warn")
 T = TypeVar("T")
 
@@ -192,7 +193,7 @@ def against_plain(args, learner_tps: float, plain_tps: float, model_config, work
 
 
 def item_throughput(args) -> dict:
-    """The learner's update (forward + backward + optimizer step, ZeRO-2, the check's precision) against the plain
+    """The learner's update (forward + backward + optimizer step, ZeRO-0, the check's precision) against the plain
     pass in tokens/s; MFU against the matmul peak when it is known."""
     import torch
 
@@ -289,11 +290,8 @@ def profile_update(update: Callable[[], object], cuda: bool, trace: Path | None 
 
 def variants(precision: str) -> list[tuple[str, list[str]]]:
     """The learner variants the profile times, the most telling first: (name, overrides of the check's config).
-    The check's config is the default: packing on, fused head on, ZeRO-2, no compile, no gradient checkpointing,
-    sdpa attention."""
-    # bf16 refuses ZeRO-0 (config/checks.py): ZeRO-1 is its variant without partitioned gradients (on one rank neither
-    # stage partitions anything; the code paths differ).
-    no_partition = ("ZeRO-0", "learner.zero_stage=0") if precision == "fp32" else ("ZeRO-1", "learner.zero_stage=1")
+    The default: packing on, fused head on, ZeRO-0 (FlatAdamW), no compile, no gradient checkpointing, sdpa
+    attention; ZeRO-2 is DeepSpeed's per-tensor optimizer (on one rank it partitions nothing), either precision."""
     return [("default", []),
             ("packing off", ["learner.packing=false"]),
             ("fused head off", ["learner.fused_head=false"]),
@@ -301,7 +299,7 @@ def variants(precision: str) -> list[tuple[str, list[str]]]:
             ("flex attention", ["model.attn_implementation=flex_attention"]),
             ("flash attention 2", ["model.attn_implementation=flash_attention_2"]),
             ("eager attention", ["model.attn_implementation=eager"]),
-            (no_partition[0], [no_partition[1]]),
+            ("ZeRO-2", ["learner.zero_stage=2"]),
             ("gradient checkpointing", ["model.gradient_checkpointing=true"])]
 
 

@@ -7,6 +7,10 @@ already divided by the global normaliser of its mini-batch (`algorithms.loss_nor
 ranks), so the accumulated gradient is the mini-batch gradient without any 1/gas rescaling, for any number of
 micro-batches.
 
+Without ZeRO (`zero_stage: 0`) the optimizer is ours, `FlatAdamW` (grpo_train/flat_optimizer.py): every weight a view
+into one flat buffer, fp32 master weights under bf16, clipping and the gradient all-reduce on that buffer, so a step
+dispatches a few operations whatever the depth; DeepSpeed's engine runs backward and counts skipped steps around it.
+
 CPU and GPU differ in a few lines only (`distributed.on_gpu`): gloo vs NCCL, torch AdamW vs DeepSpeed's FusedAdam (built
 on first use; where it cannot be built, e.g. no nvcc on the node, torch's fused AdamW, named in a warning).
 """
@@ -34,6 +38,7 @@ from grpo_train.distributed import (
     global_step_stats,
     on_gpu,
 )
+from grpo_train.flat_optimizer import FlatAdamW
 from grpo_train.forward import (
     PackedSequences,
     attention_pair_cost,
@@ -103,18 +108,20 @@ def _merge(base: dict, extra: dict) -> dict:
 
 def deepspeed_config(cfg: LearnerConfig, world_size: int, fused_adam: bool | None = None) -> dict:
     """The DeepSpeed config for the policy, from our dataclass plus the raw `learner.deepspeed` keys; with
-    fused_adam (default: on a GPU) DeepSpeed builds its FusedAdam from the "optimizer" block."""
+    fused_adam (default: on a GPU) DeepSpeed builds its FusedAdam from the "optimizer" block. At stage 0 the
+    optimizer is FlatAdamW, which clips and keeps the fp32 master weights itself: DeepSpeed's bf16 and clipping off."""
+    flat = cfg.zero_stage == 0
     ds = {
         "train_micro_batch_size_per_gpu": cfg.micro_batch_size,
         "gradient_accumulation_steps": 1,
         "train_batch_size": cfg.micro_batch_size * world_size,
         "managed_gradient_accumulation": False,  # we own the boundary: one step() per mini-batch
-        "gradient_clipping": cfg.grad_clip,
+        "gradient_clipping": 0.0 if flat else cfg.grad_clip,
         "zero_optimization": {"stage": cfg.zero_stage},
         # immediate_grad_update: DeepSpeed's bf16 optimizer (stage 1 below) adds each bf16 gradient into its fp32 sum
         # in the gradient's own hook, while it is hot, and drops it, instead of a pass over every gradient after each
         # micro-batch's backward and another that zeroes them before the next (the same sums).
-        "bf16": {"enabled": cfg.precision == "bf16", "immediate_grad_update": cfg.precision == "bf16"},
+        "bf16": {"enabled": cfg.precision == "bf16" and not flat, "immediate_grad_update": cfg.precision == "bf16"},
         # torch's AdamW on CPU is a client optimizer DeepSpeed has not "tested" with ZeRO.
         "zero_allow_untested_optimizer": True,
         "zero_force_ds_cpu_optimizer": False,
@@ -125,7 +132,7 @@ def deepspeed_config(cfg: LearnerConfig, world_size: int, fused_adam: bool | Non
         # Sum micro-batch gradients in fp32: DeepSpeed then runs its bf16 optimizer (fp32 master weights), the same
         # update as stage 2's; with bf16 sums it would take the ZeRO path that keeps them in bf16.
         ds["data_types"] = {"grad_accum_dtype": "fp32"}
-    if on_gpu() if fused_adam is None else fused_adam:
+    if not flat and (on_gpu() if fused_adam is None else fused_adam):
         ds["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.adam_betas),
                                                        "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}}
     return _merge(ds, cfg.deepspeed)
@@ -213,14 +220,18 @@ class Learner:
         # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU, or a GPU node where FusedAdam
         # cannot be built: torch's fused AdamW (one pass over the weights instead of one per elementwise op: 0.075 s
         # against 0.73 s per step on 134.5 M fp32 weights on 2 cores, where the per-op AdamW took 12% of the update).
-        self.fused_adam_problem = fused_adam_problem() if on_gpu() else "no GPU"
+        self.flat: FlatAdamW | None = None
+        self.fused_adam_problem = fused_adam_problem() if on_gpu() and lcfg.zero_stage else "no GPU"
         fused_adam = self.fused_adam_problem is None
-        if on_gpu() and not fused_adam and dist.get_rank() == 0:
+        if on_gpu() and lcfg.zero_stage and not fused_adam and dist.get_rank() == 0:
             print(f"grpo-train: warning: DeepSpeed's FusedAdam could not be built ({self.fused_adam_problem}); "
                   "using torch.optim.AdamW(fused=True), the same update", flush=True)
-        optimizer = None if fused_adam else torch.optim.AdamW(
-            trainable, lr=lcfg.lr, betas=tuple(lcfg.adam_betas), eps=lcfg.adam_eps, weight_decay=lcfg.weight_decay,
-            fused=True)
+        adam = {"lr": lcfg.lr, "betas": tuple(lcfg.adam_betas), "eps": lcfg.adam_eps, "weight_decay": lcfg.weight_decay}
+        if lcfg.zero_stage == 0:  # the weights become views of FlatAdamW's buffer: in their dtype and place first
+            model.to(device=self.device, dtype=torch.bfloat16 if lcfg.precision == "bf16" else torch.float32)
+            optimizer = self.flat = FlatAdamW(trainable, **adam, max_grad_norm=lcfg.grad_clip, world_size=self.world)
+        else:
+            optimizer = None if fused_adam else torch.optim.AdamW(trainable, **adam, fused=True)
         schedule = lr_lambda(lcfg, total_optimizer_steps)
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model,
@@ -229,8 +240,8 @@ class Learner:
             lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
             config=deepspeed_config(lcfg, self.world, fused_adam),
         )
-        if self.world == 1 and _allreduce_is_a_copy(self.engine):
-            self.engine.enable_backward_allreduce = False
+        if self.flat is not None or (self.world == 1 and _allreduce_is_a_copy(self.engine)):
+            self.engine.enable_backward_allreduce = False  # FlatAdamW all-reduces its one buffer in its step
         self.ref = self._reference(model_path) if cfg.algorithm.kl_coef > 0 and not self.lora else None
         self.loss_spec = algorithms.LossSpec.from_config(cfg.algorithm)  # what algorithms.policy_loss computes
         # The U-statistic monitor's per-sequence score sketches, read from hooks during the update's backward.
@@ -238,7 +249,6 @@ class Learner:
         self.pair_cost = attention_pair_cost(self.module)  # how wide the packed rows are (forward.row_capacity)
         self.skipped_nonfinite = 0
         self.updates = 0  # GRPO updates applied (one per step; restored on resume): the weights' version
-        self.basic_grad_norm: float | None = None
 
     def _reference(self, model_path: str) -> torch.nn.Module:
         from transformers import AutoModelForCausalLM
@@ -386,6 +396,8 @@ class Learner:
             # would shrink the gradient by the number of micro-batches. A non-finite loss is still
             # back-propagated: its non-finite gradient makes the optimizer skip the whole step (below).
             self.engine.backward(share * self.world, scale_wrt_gas=False)
+            if self.flat is not None:
+                self.flat.fold()  # this micro-batch's gradients into the flat fp32 sum
             count = cmask.sum(dtype=torch.float64) * scale  # a padding pass (scale 0) adds nothing to the statistics
             tokens = tokens + count
             loss_share = loss_share + share.detach().double()
@@ -459,27 +471,14 @@ class Learner:
     def _grad_norm(self) -> float:
         """The pre-clipping global gradient norm of the last applied step (NaN where it is not known)."""
         norm = self.engine.get_global_grad_norm()
-        if norm is None:
-            norm = self.basic_grad_norm
         return float("nan") if norm is None else float(norm)
 
     def _step(self) -> bool:
         """Apply the accumulated gradient unless it is non-finite anywhere; returns whether it was applied.
 
-        DeepSpeed's ZeRO and bf16 optimizers check the global gradient norm themselves and skip a non-finite
-        step (counted in `engine.skipped_steps`). The plain fp32 ZeRO-0 path does not, so we check its local
-        gradients (not yet reduced here) on every rank and drop them all together.
+        DeepSpeed's ZeRO and bf16 optimizers, and FlatAdamW at stage 0, check the global gradient norm themselves
+        and skip a non-finite step (counted in `engine.skipped_steps`, the schedule not advanced).
         """
-        self.basic_grad_norm = None
-        if self.cfg.learner.zero_stage == 0 and self.cfg.learner.precision == "fp32":
-            grads = [p.grad for p in self.engine.module.parameters() if p.grad is not None]
-            local_norm = float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
-            if all_reduce_sum(0.0 if math.isfinite(local_norm) else 1.0) > 0:
-                self.engine.zero_grad()
-                self.skipped_nonfinite += 1
-                return False
-            # DeepSpeed does not report this path's norm; ours is exact only before any cross-rank averaging.
-            self.basic_grad_norm = local_norm if self.world == 1 else None
         before = self.engine.skipped_steps
         self.engine.step()
         if self.engine.skipped_steps > before:

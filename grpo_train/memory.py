@@ -4,7 +4,8 @@ Each rank holds a DeepSpeed learner and a colocated vLLM engine. In bytes, with 
 trainable (P, or the LoRA adapters' count), N ranks, ZeRO stage z:
 
 - learner weights: P * w, with w = 2 (bf16) or 4 (fp32); divided by N under ZeRO-3.
-- gradients: T * w; divided by N from ZeRO-2 on.
+- gradients: T * w; divided by N from ZeRO-2 on. ZeRO-0 (grpo_train/flat_optimizer.py): T * 8, autograd's
+  gradients beside their flat sum (bf16: 2 + a gathered copy 2 + the fp32 sum 4; fp32: 4 + 4).
 - optimizer: T * 12 with bf16 (fp32 master copy + Adam m + v, 4 bytes each), T * 8 with fp32 (m + v only;
   the weights are their own master copy); divided by N from ZeRO-1 on. Weights + gradients + optimizer
   are the ZeRO paper's 16 bytes per trainable parameter in both precisions (Rajbhandari et al. 2020, Sec. 3).
@@ -219,7 +220,7 @@ def estimate_memory(*, params: int, trainable: int, zero_stage: int, world_size:
     optimizer_bytes = 12 if precision == "bf16" else 8
     n = world_size
     weights = params * w / (n if zero_stage >= 3 else 1)
-    gradients = trainable * w / (n if zero_stage >= 2 else 1)
+    gradients = trainable * 8 if zero_stage == 0 else trainable * w / (n if zero_stage >= 2 else 1)
     optimizer = trainable * optimizer_bytes / (n if zero_stage >= 1 else 1)
     ref = params * w / (n if zero_stage >= 3 else 1) if reference else 0.0
     activations = activation_bytes(

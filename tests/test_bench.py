@@ -158,13 +158,18 @@ def test_report_renders_the_dispatch_section():
                                       {"head": "fused head"})
     text = "\n".join(bench_report.report_lines({"dispatch": result}))
     assert "**1.00x** (goal <= 1.15x: met)" in text and "constant per optimizer step: met" in text
-    # ZeRO-0 beside it (its own row) and the update's operations by source: 10 of DeepSpeed's per layer at depth 2
+    # A variant beside it (its own row, against the plain step of its dtype) and the update's operations by source:
+    # 10 of DeepSpeed's per layer at depth 2
     update[1]["by_source"] = {"deepspeed": 30, "backward": 470}
     update[2]["by_source"] = {"deepspeed": 40, "backward": 560}
-    zero0 = {1: _counted(480, 9, {}), 2: _counted(570, 9, {})}  # 390 + 24 x 90 = 2550
-    result = bench_dispatch.summarise(update, plain, _counted(520, 12, {}), {"head": "fused head"}, zero0)
+    zero2 = {1: _counted(480, 9, {}), 2: _counted(570, 9, {})}  # 390 + 24 x 90 = 2550
+    plain32 = {1: _counted(250, 0, {}), 2: _counted(330, 0, {})}  # 170 + 24 x 80 = 2090
+    result = bench_dispatch.summarise(update, plain, _counted(520, 12, {}), {"head": "fused head"},
+                                      {"ZeRO-2, fp32": (zero2, plain32)})
+    assert result["variants"]["ZeRO-2, fp32"]["ratio"] == 1.22
     text = "\n".join(bench_report.report_lines({"dispatch": result}))
-    assert "| at 24 layers, ZeRO-0 (per layer 90, outside 390) | 2550 | 2360 | 1.08x |" in text
+    assert ("| at 24 layers, ZeRO-2, fp32 (per layer 90 against 80, outside 390 against 170) | 2550 | 2090 | 1.22x |"
+            in text)
     assert "backward 90 per layer, 380 outside; deepspeed 10 per layer, 20 outside" in text
 
 

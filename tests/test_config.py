@@ -114,12 +114,9 @@ def test_auto_precision_resolves_per_machine(tmp_path, monkeypatch, native, expe
     # an explicit value is kept whatever the machine; the two keys resolve independently
     cfg = load_config(None, ["model.dtype=bfloat16", "learner.precision=auto", "learner.zero_stage=1"])
     assert (cfg.model.dtype, cfg.learner.precision) == ("bfloat16", expected[1])
-    # ZeRO stage 0 is refused with bf16, also when auto picks it (checked after auto is resolved)
-    if native:
-        with pytest.raises(ConfigError, match="learner.zero_stage: 0 with bf16"):
-            load_config(None, ["learner.precision=auto"])
-    else:
-        assert load_config(None, ["learner.precision=auto"]).learner.zero_stage == 0
+    # ZeRO stage 0 (FlatAdamW) takes either precision auto resolves to
+    cfg = load_config(None, ["learner.precision=auto"])
+    assert (cfg.learner.zero_stage, cfg.learner.precision) == (0, expected[1])
 
 
 def test_yaml_holds_only_differences(tmp_path):
@@ -161,7 +158,6 @@ def test_overrides_convert_types(tmp_path):
         ("", ["learner.zero_stage=4"], "learner.zero_stage"),
         ("", ["algorithm.advantage=ppo"], "algorithm.advantage"),  # not a choice
         ("", ["model.attn_implementation=flash"], "model.attn_implementation"),
-        ("", ["learner.precision=bf16"], "learner.zero_stage"),  # stage 0 (the default) with bf16
         ("", ["rollout.max_tokens=4096"], "rollout.max_tokens"),  # beyond the model length
         ("", ["algorithm.mini_batches=3"], "algorithm.mini_batches"),  # does not divide the batch
         ("", ["run.nonsense=1"], "run.nonsense"),

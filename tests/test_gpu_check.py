@@ -187,7 +187,7 @@ def test_cpu_dry_run_profiles_the_update_and_its_variants(dry_run):
     assert list(rows) == [name for name, _ in gpu_profile.variants("fp32")]  # one row per variant, in order
     # On the CPU: flex attention has no backward pass and flash_attn is not installed; everything else runs.
     assert {name for name, r in rows.items() if r["status"] == "SKIP"} == {"flex attention", "flash attention 2"}
-    assert "ZeRO-0" in rows  # the dry run is fp32, where ZeRO-0 is allowed
+    assert "ZeRO-2" in rows and rows["ZeRO-2"]["status"] == "PASS"  # DeepSpeed's optimizer beside the default's
     for r in rows.values():
         if r["status"] == "PASS":
             assert r["tokens_per_s"] > 0
@@ -233,15 +233,14 @@ def test_union_and_top_kernels_by_hand():
 
 
 def test_every_variant_is_a_config_the_learner_accepts(tmp_path):
-    """Each variant's overrides load over the check's GPU config (bf16, ZeRO-2), but the attention kernels not
-    installed here; bf16 refuses ZeRO-0, so its no-partitioning variant is ZeRO-1."""
+    """Each variant's overrides load over the check's GPU config (bf16; the profile's ZeRO-0), but the attention
+    kernels not installed here; ZeRO-2, DeepSpeed's optimizer, is the variant beside FlatAdamW."""
     import yaml
 
     config = tmp_path / "check.yaml"
     config.write_text(yaml.safe_dump(gpu_check.base_config("tiny-qwen2.5", dry_run=False)))
     bf16 = dict(gpu_profile.variants("bf16"))
-    assert bf16["ZeRO-1"] == ["learner.zero_stage=1"] and "ZeRO-0" not in bf16
-    assert dict(gpu_profile.variants("fp32"))["ZeRO-0"] == ["learner.zero_stage=0"]
+    assert bf16["ZeRO-2"] == ["learner.zero_stage=2"] and "learner.zero_stage=0" in gpu_profile.BASE_OVERRIDES
     keys = {o.split("=")[0] for overrides in bf16.values() for o in overrides}
     assert {"learner.packing", "learner.fused_head", "learner.zero_stage", "learner.compile",
             "model.gradient_checkpointing", "model.attn_implementation"} == keys

@@ -146,11 +146,11 @@ def test_non_finite_loss_skips_the_step(tiny_path, stage):
     assert stats["skipped_step"] == 0.0 and all(torch.isfinite(v).all() for v in weights(learner).values())
 
 
-@pytest.mark.parametrize("stage", [1, 2])
+@pytest.mark.parametrize("stage", [0, 1, 2])
 def test_bf16_updates_follow_the_fp32_updates(tiny_path, stage):
     """Three steps in bf16 (fp32 master weights) move the weights as fp32 does, up to bf16 rounding. DeepSpeed's
-    bf16 path without ZeRO failed this (0.74x the fp32 step: a zero-gradient Adam step at start-up), which is why
-    the config refuses zero_stage 0 with bf16."""
+    bf16 path without ZeRO failed this (0.74x the fp32 step: a zero-gradient Adam step at start-up); stage 0 is
+    FlatAdamW's (grpo_train/flat_optimizer.py), which sums the micro-batches in fp32 as stages 1 and 2 do."""
     deltas = {}
     for precision, zero in (("fp32", 0), ("bf16", stage)):
         learner = Learner(make_cfg(f"learner.zero_stage={zero}", f"learner.precision={precision}",
@@ -225,9 +225,10 @@ def save_hf_tensors(folder, named):
     save_file({n: t.detach().contiguous() for n, t in named}, str(folder / "model.safetensors"))
 
 
-@pytest.mark.parametrize("stage", [0, 2])
-def test_checkpoint_round_trip_continues_identically(tiny_path, tmp_path, stage):
-    cfg = make_cfg(f"learner.zero_stage={stage}")
+@pytest.mark.parametrize(("stage", "precision"), [(0, "fp32"), (0, "bf16"), (2, "fp32")])
+def test_checkpoint_round_trip_continues_identically(tiny_path, tmp_path, stage, precision):
+    """Under bf16 at stage 0 the checkpoint carries FlatAdamW's fp32 master weights (the module's are rounded)."""
+    cfg = make_cfg(f"learner.zero_stage={stage}", f"learner.precision={precision}")
     learner = Learner(cfg, tiny_path, total_optimizer_steps=4)
     learner.update(random_batch(seed=0))
     ckpt = checkpoint.save_checkpoint(tmp_path, 1, learner.engine, {"step": 1}, learner.module.named_parameters(),

@@ -67,8 +67,9 @@ def test_zero3_7b_over_8_gpus_is_16_bytes_per_param_over_8():
 
 @pytest.mark.parametrize(("stage", "weights", "gradients", "optimizer"), [
     # 1e9 params, 4 GPUs, bf16: 2e9 B of weights, 2e9 of gradients, 12e9 of optimizer state, each / 4 once
-    # its stage partitions it (ZeRO-1: optimizer, ZeRO-2: + gradients, ZeRO-3: + weights).
-    (0, 2e9, 2e9, 12e9),
+    # its stage partitions it (ZeRO-1: optimizer, ZeRO-2: + gradients, ZeRO-3: + weights). ZeRO-0's FlatAdamW
+    # keeps autograd's bf16 gradients (2), their gathered copy (2) and the fp32 sum (4): 8e9.
+    (0, 2e9, 8e9, 12e9),
     (1, 2e9, 2e9, 3e9),
     (2, 2e9, 0.5e9, 3e9),
     (3, 0.5e9, 0.5e9, 3e9),
@@ -80,9 +81,11 @@ def test_each_zero_stage_partitions_one_more_part(stage, weights, gradients, opt
 
 
 def test_fp32_keeps_no_master_copy():
-    # fp32: weights 4 + gradients 4 + Adam m and v 8 = 16 bytes, as bf16's 2 + 2 + 12. ZeRO-0, 1e9 params.
-    e = _estimate(precision="fp32")
+    # fp32: weights 4 + gradients 4 + Adam m and v 8 = 16 bytes, as bf16's 2 + 2 + 12. ZeRO-1, 1e9 params, one GPU
+    # (ZeRO-0's FlatAdamW keeps autograd's first gradients beside the flat sum: 8 bytes).
+    e = _estimate(precision="fp32", zero_stage=1, world_size=1)
     assert (e.weights, e.gradients, e.optimizer) == pytest.approx((4e9 / GIB, 4e9 / GIB, 8e9 / GIB))
+    assert _estimate(precision="fp32").gradients == pytest.approx(8e9 / GIB)
     with pytest.raises(ValueError, match="bf16 or fp32"):
         _estimate(precision="fp16")
 
@@ -137,13 +140,13 @@ def test_the_estimates_head_chunk_is_the_learners():
 
 
 def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations():
-    # 1e9 params ZeRO-0 bf16: static 16e9 B = 14.9012 GiB. Activations of 1 x 4096 tokens, all completion, V = 10^5,
+    # 1e9 params ZeRO-1 bf16 on one GPU: static 16e9 B = 14.9012 GiB. Activations of 1 x 4096 tokens, all completion, V = 10^5,
     # h = i = L = 1: layers 4096 * 2 * 13 = 106,496; the head in chunks of 2^27 // 10^5 = 1342 rows:
     # 1342 * 10^5 * 2 * 2 = 536,800,000 + its weight's gradient 10^5 * 2 = 200,000 -> 537,106,496 B = 0.500219 GiB
     # (the reference path's 4096 * 10^5 * 4 = 1.526 GiB). vLLM 0.5 x 80 = 40 GiB.
     kwargs = dict(seq_len=4096, completion_len=4096, vocab_size=10**5)
-    awake = _estimate(**kwargs, vllm_sleeps=False)
-    asleep = _estimate(**kwargs, vllm_sleeps=True)
+    awake = _estimate(**kwargs, vllm_sleeps=False, zero_stage=1, world_size=1)
+    asleep = _estimate(**kwargs, vllm_sleeps=True, zero_stage=1, world_size=1)
     assert awake.activations == pytest.approx(0.500219, abs=1e-6)
     assert awake.total == pytest.approx(14.9012 + 0.500219 + 40.0, abs=1e-4)  # everything at once
     assert asleep.total == pytest.approx(14.9012 + 40.0, abs=1e-4)  # rollout phase > update phase

@@ -218,12 +218,6 @@ CHECKS: tuple[Check, ...] = (
     Check("algorithm.num_iterations", lambda c: c.algorithm.num_iterations >= 1, "must be >= 1"),
     Check("algorithm.mini_batches", lambda c: c.algorithm.mini_batches >= 1, "must be >= 1"),
     Check("learner.zero_stage", lambda c: 0 <= c.learner.zero_stage <= 3, "must be 0, 1, 2 or 3"),
-    # Without ZeRO, DeepSpeed runs bf16 through its fp16 optimizer wrapper, which accumulates gradients in bf16 and
-    # takes an Adam step on zero gradients when it starts: Adam's bias correction is then one step off and the
-    # first updates come out smaller than the fp32 ones (tests/test_learner.py). Stage 1 is its bf16 optimizer
-    # (fp32 master weights and gradient sums), exact, and partitions nothing more.
-    Check("learner.zero_stage", lambda c: not (c.learner.zero_stage == 0 and c.learner.precision == "bf16"),
-          "with bf16 precision (learner.precision, or auto on this machine) must be 1, 2 or 3"),
     Check("learner.lr", lambda c: c.learner.lr > 0.0, "must be > 0"),
     Check("learner.warmup_steps", lambda c: c.learner.warmup_steps >= 0, "must be >= 0"),
     Check("learner.weight_decay", lambda c: c.learner.weight_decay >= 0.0, "must be >= 0"),

@@ -287,7 +287,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class LearnerConfig:
-    zero_stage: int = _f(0, "DeepSpeed ZeRO stage 0-3 (1-3 with bf16)")
+    zero_stage: int = _f(0, "DeepSpeed ZeRO stage 0-3 (0: no partitioning, our flat-buffer AdamW)")
     precision: str = _f("fp32", "fp32, bf16 (DeepSpeed mixed precision) or auto (bf16 where model.dtype auto "
                         "picks bfloat16)")
     lr: float = _f(1e-6, "peak learning rate")

@@ -3,10 +3,12 @@
     .venv/bin/python scripts/bench/bench_dispatch.py     # ~3 CPU-minutes on 2 cores; writes bench/dispatch.json
 
 What a GPU step pays per kernel launch and per host sync can be counted on a CPU: the same Python code dispatches the
-same operations (issue #61). One `Learner.update` of an UpdateBatch (DeepSpeed ZeRO-2, fp32, one process, AdamW) is
-counted against a plain step of the same model and tokens: forward, cross-entropy of the completion tokens at the
-completion positions (`logits_to_keep`, the positions the update projects), backward, one
-`torch.optim.AdamW(fused=True)` step. Each is counted on its second call (the first, on a 2-row batch, creates the
+same operations (issue #61). One `Learner.update` of an UpdateBatch (one process) is counted against a plain step of
+the same model, dtype and tokens: forward, cross-entropy of the completion tokens at the completion positions
+(`logits_to_keep`, the positions the update projects), backward, one `torch.optim.AdamW(fused=True)` step. The
+headline is the learner as configs/qwen2.5-0.5b-gsm8k.yaml runs it (ZeRO-0, so the flat-buffer FlatAdamW, bf16);
+ZeRO-0 in fp32 and DeepSpeed's ZeRO-2 in bf16 and fp32 are counted beside it (`VARIANTS`), each against the plain
+step of its dtype. Each is counted on its second call (the first, on a 2-row batch, creates the
 optimizer state), under a TorchDispatchMode (`DispatchCounter`):
 - operations: every aten / c10d operation that reaches the dispatcher below autograd, views excluded (schemas whose
   output aliases an input, `OpOverload.is_view`: view, t, transpose, expand, slice, select, detach, ..., and
@@ -59,6 +61,8 @@ FULL_DEPTH = 24  # Qwen2.5-0.5B's decoder layers
 GOAL_OPS_RATIO = 1.15  # update ops / plain step ops at FULL_DEPTH
 PROMPTS, GROUP, PROMPT_LEN, COMPLETION_LEN = 2, 8, 64, 128
 MICRO_BATCHES = (16, 4)  # learner.micro_batch_size: 1 and 4 passes over the 16 sequences
+HEADLINE = (0, "bf16")  # (learner.zero_stage, learner.precision) of configs/qwen2.5-0.5b-gsm8k.yaml
+VARIANTS = {"ZeRO-0, fp32": (0, "fp32"), "ZeRO-2, bf16": (2, "bf16"), "ZeRO-2, fp32": (2, "fp32")}
 
 # ----------------------------------------------------------------------------------------------------
 # The counter
@@ -196,23 +200,27 @@ def random_batch(rows: int, prompt_len: int, completion_len: int, vocab: int, se
     return make_update_batch(prompt_ids, completion_ids, [[-2.0] * completion_len] * rows, advantages, pad_id=0)
 
 
-def learner_config(model_path: str, micro_batch_size: int, zero_stage: int = 2):
+def learner_config(model_path: str, micro_batch_size: int, zero_stage: int = HEADLINE[0],
+                   precision: str = HEADLINE[1]):
     from grpo_train.config import load_config
 
     return load_config(None, [
         f"model.name_or_path={model_path}", "model.max_model_len=256", f"rollout.max_tokens={COMPLETION_LEN}",
         f"algorithm.group_size={GROUP}", f"algorithm.prompts_per_step={PROMPTS}", "algorithm.kl_coef=0",
         "algorithm.seq_correction=none",  # the sampler log-probs are placeholders
-        f"learner.zero_stage={zero_stage}", "learner.precision=fp32", f"learner.micro_batch_size={micro_batch_size}"])
+        f"learner.zero_stage={zero_stage}", f"learner.precision={precision}",
+        f"learner.micro_batch_size={micro_batch_size}"])
 
 
-def count_update(model_path: str, micro_batch_size: int, zero_stage: int = 2) -> dict:
+def count_update(model_path: str, micro_batch_size: int, zero_stage: int = HEADLINE[0],
+                 precision: str = HEADLINE[1]) -> dict:
     """One Learner.update of the benchmark's batch, counted (after an uncounted update of 2 short rows), with the
     fused head: where the learner's rule takes it for a pass of `micro_batch_size` rows, else forced."""
     from grpo_train.forward import fusing_pays
     from grpo_train.learner import Learner
 
-    learner = Learner(learner_config(model_path, micro_batch_size, zero_stage), model_path, total_optimizer_steps=4)
+    learner = Learner(learner_config(model_path, micro_batch_size, zero_stage, precision), model_path,
+                      total_optimizer_steps=4)
     taken = fusing_pays(learner.module, micro_batch_size * COMPLETION_LEN, learner.device)
     learner.fused = None if taken else True  # None: the learner's own choice (fusing_pays)
     vocab = learner.base_config.vocab_size
@@ -240,12 +248,13 @@ def plain_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, input_i
     optimizer.zero_grad(set_to_none=True)
 
 
-def count_plain(model_path: str, attn_implementation: str) -> dict:
-    """One `plain_step` of the same model and tokens with torch.optim.AdamW(fused=True), counted (after an
-    uncounted step of 2 short rows, which creates the optimizer state)."""
+def count_plain(model_path: str, attn_implementation: str, precision: str = HEADLINE[1]) -> dict:
+    """One `plain_step` of the same model and tokens in `precision` with torch.optim.AdamW(fused=True), counted
+    (after an uncounted step of 2 short rows, which creates the optimizer state)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32,
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype,
                                                  attn_implementation=attn_implementation).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=True)
     vocab = model.config.vocab_size
@@ -273,17 +282,19 @@ def split_by_op(depth1: dict[str, int], depth2: dict[str, int]) -> dict[str, dic
 
 
 def summarise(update: dict[int, dict], plain: dict[int, dict], micro4: dict, chunks: dict,
-              zero0: dict[int, dict] | None = None) -> dict:
-    """The counts at depth 1 and 2 -> the figures written to dispatch.json (zero0: the same update under ZeRO-0,
-    which keeps no gradient partitions, to show what ZeRO-2's own bookkeeping costs)."""
+              variants: dict[str, tuple[dict[int, dict], dict[int, dict]]] | None = None,
+              headline: str = "ZeRO-0, bf16") -> dict:
+    """The counts at depth 1 and 2 -> the figures written to dispatch.json. variants: name -> (the update's counts,
+    the plain step's of the same dtype), the same update under other ZeRO stages and dtypes (VARIANTS)."""
     ops = {"update": split_layers(update[1]["ops"], update[2]["ops"]),
            "plain": split_layers(plain[1]["ops"], plain[2]["ops"])}
-    if zero0:
-        ops["update_zero0"] = split_layers(zero0[1]["ops"], zero0[2]["ops"])
     at = f"at_{FULL_DEPTH}_layers"
     ratio = {k: round(ops["update"][k] / ops["plain"][k], 3) for k in ("per_layer", "outside", at)}
-    if zero0:
-        ratio[f"zero0_{at}"] = round(ops["update_zero0"][at] / ops["plain"][at], 3)
+    variant_ops = {}
+    for name, (counts, plain_counts) in (variants or {}).items():
+        mine, theirs = split_layers(counts[1]["ops"], counts[2]["ops"]), split_layers(plain_counts[1]["ops"],
+                                                                                      plain_counts[2]["ops"])
+        variant_ops[name] = {"update": mine, "plain": theirs, "ratio": round(mine[at] / theirs[at], 3)}
     src1, src2 = update[1].get("by_source", {}), update[2].get("by_source", {})
     by_source = {src: split_layers(src1.get(src, 0), src2.get(src, 0)) for src in sorted(set(src1) | set(src2))}
     syncs = {"update_1_micro_batch": update[1]["syncs"], "update_4_micro_batches": micro4["syncs"],
@@ -296,12 +307,14 @@ def summarise(update: dict[int, dict], plain: dict[int, dict], micro4: dict, chu
             "depths_counted": [1, 2], "extrapolated_to_layers": FULL_DEPTH,
             "batch": f"{PROMPTS} prompts x G={GROUP}: {PROMPTS * GROUP} sequences of {PROMPT_LEN} + {COMPLETION_LEN} "
                      "tokens, kl_coef 0, every advantage non-zero",
-            "learner": "ZeRO-2, fp32, one process, micro_batch_size 16 (one pass); torch.optim.AdamW(fused=True)",
+            "learner": f"{headline}, one process, micro_batch_size 16 (one pass)",
+            "headline": headline,
             "plain": "forward, cross-entropy at the completion positions, backward, AdamW(fused=True) step",
             "attn_implementation": update[1]["attn_implementation"],
             "devices": "CPU only: every tensor is on the CPU, so every sync is counted (the host batch's too)",
             **chunks},
         "ops": ops, "ops_ratio": ratio, "goal_ops_ratio": GOAL_OPS_RATIO, "update_ops_by_source": by_source,
+        "variants": variant_ops,
         "ops_goal_met": ratio[at] <= GOAL_OPS_RATIO,
         "syncs": syncs, "syncs_constant_per_optimizer_step": micro4["syncs"] == update[1]["syncs"],
         "sync_sites": {"update_1_micro_batch": update[1]["sync_sites"], "update_4_micro_batches": micro4["sync_sites"],
@@ -323,16 +336,18 @@ def report_text(result: dict) -> list[str]:
     at = f"at_{FULL_DEPTH}_layers"
     rows = [f"| {k.replace('_', ' ')} | {ops['update'][k]} | {ops['plain'][k]} | {ratio[k]:.2f}x |"
             for k in ("per_layer", "outside", at)]
-    if "update_zero0" in ops:
-        z = ops["update_zero0"]
-        rows.append(f"| {at.replace('_', ' ')}, ZeRO-0 (per layer {z['per_layer']}, outside {z['outside']}) | "
-                    f"{z[at]} | {ops['plain'][at]} | {z[at] / ops['plain'][at]:.2f}x |")
+    for name, v in result.get("variants", {}).items():
+        z = v["update"]
+        rows.append(f"| {at.replace('_', ' ')}, {name} (per layer {z['per_layer']} against {v['plain']['per_layer']}, "
+                    f"outside {z['outside']} against {v['plain']['outside']}) | {z[at]} | {v['plain'][at]} | "
+                    f"{v['ratio']:.2f}x |")
     by_source = result.get("update_ops_by_source", {})
     sources = "; ".join(f"{src} {n['per_layer']} per layer, {n['outside']} outside"
                         for src, n in sorted(by_source.items(), key=lambda kv: -kv[1]["per_layer"]))
     return [
         f"Operations dispatched (views excluded) by one learner update against a plain forward + backward + fused "
-        f"AdamW step of the same model and tokens ({result['setting']['batch']}; {result['setting']['learner']}; "
+        f"AdamW step of the same model, dtype and tokens ({result['setting']['batch']}; "
+        f"{result['setting']['learner']}; "
         f"{result['setting']['head']}). {result['setting']['devices']}.", "",
         "| operations | update | plain step | update / plain |", "|---|---|---|---|", *rows, "",
         f"Update / plain at {FULL_DEPTH} layers: **{ratio[at]:.2f}x** (goal <= {result['goal_ops_ratio']}x: "
@@ -366,13 +381,20 @@ def main() -> None:
     # The chunk sizes the code picks on CUDA (module-level patches: both are read at each pass).
     kernels.HEAD_CHUNK_ELEMENTS = kernels.GPU_HEAD_CHUNK_ELEMENTS
     kernels.CHUNK_ELEMENTS = kernels.GPU_CHUNK_ELEMENTS
-    update, plain, zero0 = {}, {}, {}
+    update, plain, variants = {}, {}, {name: ({}, {}) for name in VARIANTS}
+    plains = {}  # precision -> depth -> the plain step's counts
     with tempfile.TemporaryDirectory() as tmp:
         for depth in (1, 2):
             path = make_model(Path(tmp) / f"depth{depth}", depth)
             update[depth] = count_update(path, MICRO_BATCHES[0])
-            zero0[depth] = count_update(path, MICRO_BATCHES[0], zero_stage=0)
-            plain[depth] = count_plain(path, update[depth]["attn_implementation"])
+            attn = update[depth]["attn_implementation"]
+            for precision in sorted({HEADLINE[1], *(v[1] for v in VARIANTS.values())}):
+                plains.setdefault(precision, {})[depth] = count_plain(path, attn, precision)
+            plain[depth] = plains[HEADLINE[1]][depth]
+            for name, (stage, precision) in VARIANTS.items():
+                variants[name][0][depth] = count_update(path, MICRO_BATCHES[0], stage, precision)
+                variants[name][1][depth] = plains[precision][depth]
+                print(f"depth {depth}, {name}: update {variants[name][0][depth]['ops']} ops", flush=True)
             print(f"depth {depth}: update {update[depth]['ops']} ops, {update[depth]['syncs']} syncs "
                   f"({update[depth]['seconds']} s); plain {plain[depth]['ops']} ops, {plain[depth]['syncs']} syncs "
                   f"({plain[depth]['seconds']} s)", flush=True)
@@ -385,7 +407,7 @@ def main() -> None:
     chunks["head"] = (f"fused head ({chunks['fused_head_16_rows']} at 16 rows, {chunks['fused_head_4_rows']} at 4) "
                       f"in the CUDA chunks: {chunks['head_chunk_rows']} rows per head chunk, "
                       f"{chunks['log_softmax_chunk_rows']} per log-softmax chunk (the CPU sizes patched to the GPU's)")
-    result = summarise(update, plain, micro4, chunks, zero0)
+    result = summarise(update, plain, micro4, chunks, variants, f"ZeRO-{HEADLINE[0]}, {HEADLINE[1]}")
     result["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

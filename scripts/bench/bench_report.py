@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-# The producers of dispatch.json and step.json word their own figures.
-from bench_dispatch import report_text as dispatch_text
-from bench_step import yardstick_text
+# The producers of dispatch.json and step.json word their own figures (found beside this script also when it is
+# loaded by path, as tests/test_docs.py does, rather than run).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_dispatch import report_text as dispatch_text  # noqa: E402
+from bench_step import yardstick_text  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",

@@ -9,13 +9,14 @@ completions of varied lengths (padding-free passes, learner.packing, pay only wh
 through plain PyTorch, forward + backward + torch's fused AdamW, padded micro-batches, the best attention kernel
 installed (flash_attention_2 where the flash_attn package imports, else sdpa).
 
-profile: one learner update (ZeRO-0, FlatAdamW: the learner configs/qwen2.5-0.5b-gsm8k.yaml runs) under torch.profiler: the 15 kernels with the most device
-time, the kernels launched, the GPU's busy share of the update's wall time (the union of the kernels' intervals over
-the wall time, which the profiler's overhead lengthens), the host syncs (torch.cuda.set_sync_debug_mode("warn")'s
-warnings), the same counts for a second update (they should not change), and a Chrome trace (profile_trace.json.gz,
-for Perfetto). Then tokens/s of the update's variants (`variants`: packing, fused head, ZeRO, compile, gradient
-checkpointing, attention kernels), each a learner of its own, one warm-up update and one timed, against the plain
-pass; variants not started within VARIANTS_SHARE of the item's timeout are listed as such.
+profile: one learner update (ZeRO-0, FlatAdamW: the learner configs/qwen2.5-0.5b-gsm8k.yaml runs) under
+torch.profiler: the 15 kernels with the most device time, the kernels launched, the GPU's busy share of the update's
+wall time (the union of the kernels' intervals over the wall time, which the profiler's overhead lengthens), the
+host syncs (torch.cuda.set_sync_debug_mode("warn")'s warnings), the same counts for a second update (they should not
+change), and a Chrome trace (profile_trace.json.gz, for Perfetto). Then tokens/s of the update's variants
+(`variants`: packing, fused head, ZeRO, compile, gradient checkpointing, attention kernels), each a learner of its
+own, one warm-up update and one timed, against the plain pass; variants not started within VARIANTS_SHARE of the
+item's timeout are listed as such.
 
 The CPU dry run is the same code with the CPU's activity only: a "kernel" is an aten op (its self CPU time), a launch
 an aten op dispatched (views included), busy the share of the wall time inside aten ops, and a host sync a scalar

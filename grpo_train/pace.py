@@ -10,7 +10,9 @@ The two sides of a candidate (G, k):
 
 - Time (rollout/step_cost.py): the step's seconds at each k from the run's own phases (decode steps, tokens,
   resumed requests, a constant; refit every step, coefficients >= 0, hiccups left out) and learner seconds (median),
-  checked every step against the measured step at the k in force (`pace/step_s_error`). The last full fit stays as
+  checked every step against the measured step at the k in force (`pace/step_s_error`; `pace/step_s_model_error`:
+  the same model at the step's realized work, the learner's seconds a line in its trained tokens, which tests the
+  model without the step's own draws of lengths and trained groups). The last full fit stays as
   the prior of the terms a later window cannot determine (resumed requests, after a stretch at k = 0), so k >= 1
   keeps a prediction; a run that has not resumed any request yet takes a resumed request's cost as one decode
   step's.
@@ -239,9 +241,11 @@ class Pace:
             self.warm = True
             return metrics
         work = PhaseWork(phase.engine_steps, phase.tokens, phase.resumed, phase.seconds)
-        rollout = self.cost.checks["rollout"]
-        checked = len(rollout.errors)
-        error = self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"])
+        rollout, model = self.cost.checks["rollout"], self.cost.checks["model"]
+        checked, modelled = len(rollout.errors), len(model.errors)
+        trained = update_stats.get("trained_seq_frac")  # the share of the step's completions its update trained
+        error = self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"],
+                                  trained_tokens=None if trained is None else trained * sum(lengths))
         fit = self.cost.phase_cost.fit()
         if fit is not None and fit.source == "fit":  # kept as the prior of the terms a later window cannot fit
             known = dict(fit.coefficients)
@@ -253,6 +257,9 @@ class Pace:
         if error is not None:
             metrics["pace/step_s_error"] = error
             metrics["pace/step_s_error_median"] = self.cost.checks["step"].median()
+        if len(model.errors) > modelled:  # the model at this step's own work
+            metrics["pace/step_s_model_error"] = model.errors[-1]
+            metrics["pace/step_s_model_error_median"] = model.median()
         if len(rollout.errors) > checked:  # the generation phase's part of the prediction, checked alike
             metrics["pace/rollout_s_error"] = rollout.errors[-1]
             metrics["pace/rollout_s_error_median"] = rollout.median()
@@ -287,7 +294,7 @@ class Pace:
         c.lengths.clear()
         c.lengths.extend(list(n) for n in state["lengths"])
         c.learner.clear()
-        c.learner.extend(tuple(x) for x in state["learner"])
+        c.learner.extend((*x, None)[:3] for x in state["learner"])  # a checkpoint before the trained tokens: None
         for name, e in state["checks"].items():
             c.checks[name].errors, c.checks[name].missing = list(e["errors"]), int(e["missing"])
             c.checks[name].pairs = [tuple(p) for p in e["pairs"]]

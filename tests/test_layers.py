@@ -24,7 +24,8 @@ LAYERS = {
     "rollout": 2, "rollout.records": 2, "rollout.engines": 2, "rollout.async_pool": 2,
     "rollout.vllm_args": 2, "rollout.servers": 2, "rollout.server_launch": 2, "rollout.server_pool": 2,
     "rollout.transfer": 2, "rollout.weight_sync": 2, "rollout.step_cost": 2,
-    "forward": 2, "update_batch": 2, "learner": 2, "flat_optimizer": 2, "rewards.workers": 2, "rewards.scoring": 2, "rewards.failures": 2,
+    "forward": 2, "update_batch": 2, "learner": 2, "flat_optimizer": 2, "rewards.workers": 2, "rewards.scoring": 2,
+    "rewards.failures": 2,
     "evaluation": 2, "dynamic_sampling": 2, "rounds": 2, "metrics_row": 2, "ustat.sketch": 2, "ustat.monitor": 2,
     # 3: the trainer and the programs built on the layers below
     "trainer": 3, "pace": 3, "preemption": 3, "run_dir": 3, "ustat.advisor": 3, "gpu_check": 3, "gpu_profile": 3,

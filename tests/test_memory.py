@@ -140,9 +140,9 @@ def test_the_estimates_head_chunk_is_the_learners():
 
 
 def test_peak_is_the_larger_phase_and_sleep_mode_overlaps_vllm_with_activations():
-    # 1e9 params ZeRO-1 bf16 on one GPU: static 16e9 B = 14.9012 GiB. Activations of 1 x 4096 tokens, all completion, V = 10^5,
-    # h = i = L = 1: layers 4096 * 2 * 13 = 106,496; the head in chunks of 2^27 // 10^5 = 1342 rows:
-    # 1342 * 10^5 * 2 * 2 = 536,800,000 + its weight's gradient 10^5 * 2 = 200,000 -> 537,106,496 B = 0.500219 GiB
+    # 1e9 params ZeRO-1 bf16 on one GPU: static 16e9 B = 14.9012 GiB. Activations of 1 x 4096 tokens, all
+    # completion, V = 10^5, h = i = L = 1: layers 4096 * 2 * 13 = 106,496; the head in chunks of 2^27 // 10^5 = 1342
+    # rows: 1342 * 10^5 * 2 * 2 = 536,800,000 + its weight's gradient 10^5 * 2 = 200,000 -> 537,106,496 B = 0.500219 GiB
     # (the reference path's 4096 * 10^5 * 4 = 1.526 GiB). vLLM 0.5 x 80 = 40 GiB.
     kwargs = dict(seq_len=4096, completion_len=4096, vocab_size=10**5)
     awake = _estimate(**kwargs, vllm_sleeps=False, zero_stage=1, world_size=1)

@@ -122,8 +122,8 @@ def feed(pace, monitor, steps: int, k: int, decode_s: float, variance_per_age: f
         rollout_s = decode_s * decode + 0.001 * sum(lengths) + 0.005 * resumed + 0.01
         phase = SimpleNamespace(engine_steps=decode, tokens=sum(lengths), resumed=resumed, seconds=rollout_s)
         seconds = {"step": rollout_s + learner_s, "rollout": rollout_s}
-        pace.observe(0, monitor, phase, lengths, seconds,
-                     stats({a: (-variance_per_age * a * a / 2, 1e-4 + variance_per_age * a * a) for a in range(k + 1)}))
+        moments = stats({a: (-variance_per_age * a * a / 2, 1e-4 + variance_per_age * a * a) for a in range(k + 1)})
+        pace.observe(0, monitor, phase, lengths, seconds, {**moments, "trained_seq_frac": 1.0})
 
 
 def test_the_choice_weighs_time_against_the_weights_spread_with_hysteresis():
@@ -170,6 +170,16 @@ def test_the_pace_state_restores_its_predictions_and_choices():
     assert restored.k == pace.k and restored.choices == pace.choices
     assert restored.candidates(monitor, 16) == pace.candidates(monitor, 16)
     assert restored.cost.checks["step"].errors == pace.cost.checks["step"].errors
+    model = pace.cost.checks["model"]
+    assert model.errors and restored.cost.checks["model"].errors == model.errors
+    assert restored.cost.learner_line() == pace.cost.learner_line() is not None
+    # A state written before the learner's trained tokens were kept: (learner_s, sync_s) pairs, no "model" check.
+    old = pace.state_dict()
+    old["learner"] = [x[:2] for x in old["learner"]]
+    del old["checks"]["model"]
+    legacy, *_ = pace_and_parts()
+    legacy.load_state_dict(old)
+    assert legacy.candidates(monitor, 16) == pace.candidates(monitor, 16) and legacy.cost.learner_line() is None
 
 
 def test_the_first_step_of_a_process_stays_out_of_the_windows():

@@ -282,3 +282,22 @@ def test_the_relative_errors_median_bias_and_span():
     assert cycle.add(6.0, 1.0, span=2) == pytest.approx(12 / 10 - 1)
     assert cycle.add(5.0, 10.0, span=2) == pytest.approx(11 / 11 - 1)
     assert cycle.add(None, 10.0, span=2) is None and cycle.add(5.0, 10.0, span=2) is None and cycle.missing == 3
+
+
+def test_the_model_check_at_a_steps_realized_work_leaves_out_the_steps_own_draws():
+    """Steps whose update time follows the tokens they train (0 to all groups) and whose phases follow the fitted
+    line: the forecast misses each step's draw, the model at the step's realized work does not."""
+    rng = np.random.default_rng(0)
+    cost = StepCost(k_max=1, window=64)
+    for _ in range(60):
+        lengths = [int(n) for n in rng.integers(10, 200, size=16)]
+        work = PhaseWork.generate(lengths)
+        rollout_s = _seconds(work.decode_steps, work.tokens, 0)
+        trained = float(rng.choice([0.0, 0.25, 0.5, 1.0])) * sum(lengths)
+        learner_s = 0.5 + 0.004 * trained
+        cost.observe(0, PhaseWork(work.decode_steps, work.tokens, 0, rollout_s), lengths, learner_s,
+                     rollout_s + learner_s, trained_tokens=trained)
+    assert cost.learner_line() == pytest.approx((0.5, 0.004), rel=1e-6)
+    model, step = cost.checks["model"], cost.checks["step"]
+    assert len(model.errors) > 50 and model.median() < 1e-6  # exact once the fits are determined
+    assert step.median() > 0.1  # the forecast: a median learner and the mean phase, not this step's

@@ -45,6 +45,14 @@ grpo_train/pace.py uses it for the trainer's choice.
    On servers the pool's requests go on through the learner's passes and pause only for the push, so the learner
    waits only for generation beyond its own phases. rollout_s(k) = the phase fit at the mean work of item 2.
 
+4. Two checks a step, over the last k + 1 steps at the k in force (`checks`): "step" (and "rollout", its generation
+   phase), the forecast above against the measured step: it includes what no forecast knows beforehand, the step's
+   own draws (its longest completion, how many groups had a reward spread and were trained); "model", the same model
+   at the step's realized work: the phase fit at its measured decode steps, tokens and resumed requests, plus the
+   learner's seconds as a line in the trained completion tokens (c0 + c1 x tokens, coefficients >= 0, over the
+   window; with skip_zero_advantage a step trains 0 to all of its groups, and its update time follows). "model"
+   tests the cost model itself; "step" what a choice relies on.
+
 Assumptions (where they fail, the prediction does): every request of a phase advances one token per engine step
 from its first (its prefill, resumed prefixes included, fits one step; the engine holds (k + 1) x C sequences:
 vLLM's max_num_seqs and max_num_batched_tokens do not bind); the lengths do not depend on k, on the step or on the
@@ -60,6 +68,7 @@ yet.
     predicted = cost.predict(completions=B * G)   # {k: step seconds or None}, or None before enough steps
     cost.observe(k, PhaseWork(steps, tokens, resumed, rollout_s), lengths, learner_s, step_s=step_s)
     cost.checks["step"].median()                   # running median |relative error| at the k in force
+    cost.checks["model"].median()                  # the same, the model at each step's realized work
 """
 
 from __future__ import annotations
@@ -314,15 +323,16 @@ class StepCost:
     servers (generation goes on through the learner's passes at k >= 1). `checks`: the step's and the rollout's
     relative errors at the k in force, recorded by `observe` before the step joins the window, over the last k + 1
     steps (one cycle of the pool: at k >= 1 a long phase is followed by short ones, and the prediction is their mean;
-    k = 0: the step alone)."""
+    k = 0: the step alone), and "model"'s (item 4)."""
 
     def __init__(self, k_max: int, window: int = 64, prior: Mapping[str, float] | None = None,
                  overlap: bool = False, steps: int = 120, seed: int = 0) -> None:
         self.k_max, self.overlap, self.steps, self.seed = k_max, overlap, steps, seed
         self.phase_cost = PhaseCost(window, prior)
         self.lengths: deque[list[int]] = deque(maxlen=window)  # per step, its completions' lengths
-        self.learner: deque[tuple[float, float]] = deque(maxlen=window)  # per step, (learner_s, sync_s)
-        self.checks = {"step": RelativeErrors(), "rollout": RelativeErrors()}
+        # per step, (learner_s, sync_s, trained completion tokens or None)
+        self.learner: deque[tuple[float, float, float | None]] = deque(maxlen=window)
+        self.checks = {"step": RelativeErrors(), "rollout": RelativeErrors(), "model": RelativeErrors()}
 
     def predict(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
         """Predicted seconds per step at each k of `ks` (default 0 .. k_max) for batches of `completions` (B x G on
@@ -345,31 +355,54 @@ class StepCost:
             return None
         ks = list(range(self.k_max + 1)) if ks is None else list(ks)
         state = steady_state([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
-        learner_s = statistics.median(learner for learner, _ in self.learner)  # median: robust to a hiccup
-        sync_s = statistics.median(sync for _, sync in self.learner)
+        learner_s = statistics.median(learner for learner, *_ in self.learner)  # median: robust to a hiccup
+        sync_s = statistics.median(sync for _, sync, _ in self.learner)
         out = {}
         for k, (work, shares) in state.items():
             rollout_s = fit.seconds(work.decode_steps, work.tokens, work.resumed)
-            if rollout_s is None:
-                step_s = None
-            elif self.overlap and k >= 1:
-                step_s = sync_s + max(rollout_s, learner_s - sync_s)
-            else:
-                step_s = rollout_s + learner_s
-            out[k] = Forecast(rollout_s, step_s, shares)
+            out[k] = Forecast(rollout_s, self._step_s(k, rollout_s, learner_s, sync_s), shares)
         return out
 
+    def _step_s(self, k: int, rollout_s: float | None, learner_s: float, sync_s: float) -> float | None:
+        """Item 3's step from its generation phase and its learner's seconds."""
+        if rollout_s is None:
+            return None
+        if self.overlap and k >= 1:
+            return sync_s + max(rollout_s, learner_s - sync_s)
+        return rollout_s + learner_s
+
+    def learner_line(self) -> tuple[float, float] | None:
+        """(c0, c1) of learner_s = c0 + c1 x trained completion tokens over the window (>= 0), or None with fewer
+        than 3 steps that know their tokens."""
+        known = [(tokens, learner) for learner, _, tokens in self.learner if tokens is not None]
+        if len(known) < 3:
+            return None
+        coef, _ = nonnegative_fit(np.array([[1.0, t] for t, _ in known]), np.array([y for _, y in known]))
+        return float(coef[0]), float(coef[1])
+
+    def model_seconds(self, k: int, work: PhaseWork, trained_tokens: float) -> float | None:
+        """Item 4's "model": the step's seconds from the fits at its realized work (None before they are
+        determined)."""
+        fit, line = self.phase_cost.fit(), self.learner_line()
+        if fit is None or line is None or not self.learner:
+            return None
+        sync_s = statistics.median(sync for _, sync, _ in self.learner)
+        rollout_s = fit.seconds(work.decode_steps, work.tokens, work.resumed)
+        return self._step_s(k, rollout_s, line[0] + line[1] * trained_tokens, sync_s)
+
     def observe(self, k: int, work: PhaseWork, lengths: Sequence[int], learner_s: float, step_s: float,
-                sync_s: float = 0.0) -> float | None:
-        """A step at staleness bound k: its phase's work and seconds, its trained completions' lengths, its learner
-        seconds (step_s - rollout_s) and its weight push's. First checks the prediction from the steps before against
-        the measured step (and rollout), over the last k + 1 steps (`checks`); returns the step's relative error, or
-        None without one."""
+                sync_s: float = 0.0, trained_tokens: float | None = None) -> float | None:
+        """A step at staleness bound k: its phase's work and seconds, its completions' lengths, its learner seconds
+        (step_s - rollout_s), its weight push's and the completion tokens its update trained (None: not known). First
+        checks the prediction from the steps before against the measured step (and rollout, and the model at this
+        step's work), over the last k + 1 steps (`checks`); returns the step's relative error, or None without one."""
         found = self.forecast(len(lengths), [k]) if lengths else None
         rollout_s, predicted_s = (found[k].rollout_s, found[k].step_s) if found is not None else (None, None)
         self.checks["rollout"].add(rollout_s, work.seconds, span=k + 1)
         error = self.checks["step"].add(predicted_s, step_s, span=k + 1)
+        model = None if trained_tokens is None else self.model_seconds(k, work, trained_tokens)
+        self.checks["model"].add(model, step_s, span=k + 1)
         self.phase_cost.observe(work)
         self.lengths.append(list(lengths))
-        self.learner.append((learner_s, sync_s))
+        self.learner.append((learner_s, sync_s, trained_tokens))
         return error

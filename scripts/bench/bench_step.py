@@ -479,6 +479,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--async", dest="max_staleness", type=int, default=0, metavar="K",
                    help="asynchronous, rollout.max_staleness=K with partial rollouts (token-level TIS, cap 2, as "
                    "seq_correction auto picks): make bench compares it with the synchronous step")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a dotted override of the demo config (repeatable), e.g. --set learner.zero_stage=0 to time "
+                   "another learner setting against the default's step")
     p.add_argument("--out", type=Path, default=OUT)
     return p
 
@@ -486,7 +489,8 @@ def parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = parser().parse_args()
     extra = (("ustat.enabled=true",) if args.ustat else ()) + (
-        (f"rollout.max_staleness={args.max_staleness}", "algorithm.tis_cap=2") if args.max_staleness else ())
+        (f"rollout.max_staleness={args.max_staleness}", "algorithm.tis_cap=2") if args.max_staleness else ()) + tuple(
+        args.overrides)
     args.precision = concrete_precision(args.precision)
 
     from grpo_train.models import resolve_model

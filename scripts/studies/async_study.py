@@ -33,15 +33,15 @@ phase takes at each k from the completion lengths: grpo_train/rollout/step_cost.
 
 `auto` among `--ks` (runs/.../k<auto>-seed<S> with `rollout.max_staleness=auto`, grpo_train/pace.py; the console's
 lines also go to its console.log) is in the table above (its staleness and times are those of whatever k it chose),
-and a second table follows, per run and averaged over seeds, for every k: the k in force at the last step
-(pace/k) and the share of the steps spent at each k (every training step, the first included); the median
-|pace/step_s_error| over the run (the step-time prediction against the measured step at the k in force; target
-within 15%); the training minutes (every training step at the mean perf/step_s of the steps after the warm-up: the
-run's training wall-clock without its start-up compilation, which falls mostly on whichever run comes first, and
-without evaluations); and the held-out accuracy per training minute, (accuracy after - accuracy before) / those
-minutes (none without evaluations, `--eval-size 0`). Then auto's "max_staleness auto:"
-lines, per run. The cost fit leaves auto's runs out.
-"""
+and a second table follows, per run and averaged over seeds, for every k: the k in force at the last step (pace/k)
+and the share of the steps spent at each k (every training step, the first included); the median |pace/step_s_error|
+over the run (the step-time prediction against the measured step at the k in force; target within 15%) and
+|pace/step_s_model_error| (the cost model at each step's realized work: without the step's own draws of its longest
+completion and its trained groups); the training minutes (every training step at the mean perf/step_s of the steps
+after the warm-up: the run's training wall-clock without its start-up compilation, which falls mostly on whichever
+run comes first, and without evaluations); and the held-out accuracy per training minute, (accuracy after - accuracy
+before) / those minutes (none without evaluations, `--eval-size 0`). Then auto's "max_staleness auto:" lines, per
+run. The cost fit leaves auto's runs out. """
 
 from __future__ import annotations
 
@@ -144,6 +144,7 @@ def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
     steps = [r for r in rows if "train/loss" in r]
     in_force = [int(r["pace/k"]) if "pace/k" in r else k for r in steps]
     errors = [abs(r["pace/step_s_error"]) for r in steps if r.get("pace/step_s_error") is not None]
+    model = [abs(r["pace/step_s_model_error"]) for r in steps if r.get("pace/step_s_model_error") is not None]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     measured = [r["perf/step_s"] for r in steps if r["step"] > warmup]
     minutes = len(steps) * statistics.mean(measured) / 60 if measured else 0.0
@@ -153,6 +154,7 @@ def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
         "k_last": in_force[-1], "k_steps": "".join(str(x) for x in in_force),
         "k_share": {str(x): round(in_force.count(x) / len(in_force), 3) for x in sorted(set(in_force))},
         "step_s_error_median": round(statistics.median(errors), 4) if errors else None,
+        "step_s_model_error_median": round(statistics.median(model), 4) if model else None,
         "train_minutes": round(minutes, 3),
         "accuracy_per_minute": round(gain / minutes, 4) if gain is not None and minutes else None,
         "choices": [line.strip() for line in log.read_text().splitlines() if line.startswith("max_staleness auto:")]
@@ -166,12 +168,14 @@ def _share(share: dict) -> str:
 
 def pace_table(results: list[dict], ks: list) -> None:
     """The second table (module docstring): per run, then the means over seeds per k."""
-    print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {'|step err| med':>14} {'train min':>9} "
-          f"{'acc gain/min':>12}  k per step")
+    print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {'|step err| med':>14} "
+          f"{'|model err| med':>15} {'train min':>9} {'acc gain/min':>12}  k per step")
     for r in results:
         err = f"{r['step_s_error_median']:.1%}" if r["step_s_error_median"] is not None else "-"
+        model = r.get("step_s_model_error_median")
+        model = f"{model:.1%}" if model is not None else "-"
         acc = f"{r['accuracy_per_minute']:.4f}" if r["accuracy_per_minute"] is not None else "-"
-        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} "
+        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} {model:>15} "
               f"{r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
     for k in ks:
         mine = [r for r in results if r["k"] == k]
@@ -179,10 +183,12 @@ def pace_table(results: list[dict], ks: list) -> None:
                  for x in sorted({x for r in mine for x in r["k_share"]})}
         errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
         accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
+        models = [r["step_s_model_error_median"] for r in mine if r.get("step_s_model_error_median") is not None]
         err = f"{statistics.mean(errors):.1%}" if errors else "-"
+        model = f"{statistics.mean(models):.1%}" if models else "-"
         acc = f"{statistics.mean(accs):.4f}" if accs else "-"
         print(f"{k!s:>4} {'mean':>4} {','.join(str(r['k_last']) for r in mine):>8} {_share(share):>20} {err:>14} "
-              f"{statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
+              f"{model:>15} {statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
     for r in results:  # auto's choices, as its console printed them
         for line in r["choices"]:
             print(f"k{r['k']}-seed{r['seed']}: {line}")
@@ -281,9 +287,11 @@ def main() -> None:
         means[k]["accuracy_after_spread"] = [min(after), max(after)] if after else None
         if AUTO in args.ks:
             errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
+            models = [r["step_s_model_error_median"] for r in mine if r.get("step_s_model_error_median") is not None]
             accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
             means[k].update({"k_last": [r["k_last"] for r in mine],
                              "step_s_error_median": statistics.mean(errors) if errors else None,
+                             "step_s_model_error_median": statistics.mean(models) if models else None,
                              "train_minutes": statistics.mean(r["train_minutes"] for r in mine),
                              "accuracy_per_minute": statistics.mean(accs) if accs else None})
     base = means.get(0)

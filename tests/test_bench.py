@@ -181,6 +181,11 @@ def test_yardstick_text_against_both_plain_rates_and_old_results():
     text = bench_step.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y})
     assert "update vs plain step 0.80x, update vs plain forward+backward 0.50x" in text
     assert "eager attention, compiled as the learner's" in text and "25.0% of the peak" in text
+    # Timed at two row counts, the faster plain step is the yardstick and both rates are named.
+    y2 = {**y, "by_rows": {"32": {"step_gflops": 90.0, "forward_backward_gflops": 91.0},
+                           "16": {"step_gflops": 125.0, "forward_backward_gflops": 200.0}}}
+    text = bench_step.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y2})
+    assert "the faster of 32 and 16 rows a step: 90, 125 GFLOP/s" in text and "update vs plain step 0.80x" in text
     old = {"learner_gflops_median": 100.0, "plain_pytorch_gflops": 200.0, "plain_pytorch_fraction_of_peak": 0.25}
     assert "0.50x the plain pass" in bench_step.yardstick_text(old)  # step.json written before the step yardstick
 

@@ -434,7 +434,8 @@ def compile_cfg(*overrides):
                     "model.attn_implementation=eager", "algorithm.kl_coef=0.1", *overrides)
 
 
-@pytest.mark.parametrize("variant", [["learner.zero_stage=1"], ["learner.zero_stage=2", "model.lora.rank=4"]])
+@pytest.mark.parametrize("variant", [["learner.zero_stage=1"], ["learner.zero_stage=2", "model.lora.rank=4"],
+                                     ["learner.zero_stage=0", "model.lora.rank=4"]])  # LoRA through FlatAdamW
 def test_compiled_update_equals_the_eager_update(tiny_path, variant):
     """Two updates with the KL term on (the reference model compiled too, or the policy without adapters)."""
     batch = grouped_batch(seed=3, groups=2, group_size=4)
@@ -454,3 +455,19 @@ def test_compiled_update_equals_the_eager_update(tiny_path, variant):
         assert b["loss"] == pytest.approx(a["loss"], abs=1e-5)
         assert b["kl"] == pytest.approx(a["kl"], abs=1e-6)
     torch.testing.assert_close(after_b, after_a, atol=2e-5, rtol=1e-4)
+
+
+def test_lora_in_bf16_at_stage_0_trains_only_the_adapters_through_flat_adamw(tiny_path):
+    """LoRA on one GPU's likeliest setting: FlatAdamW holds the adapters alone (fp32 master weights of bf16
+    adapters); the KL term's reference is the policy with its adapters off; the frozen base never moves."""
+    learner = Learner(make_cfg("learner.zero_stage=0", "learner.precision=bf16", "model.lora.rank=4",
+                               "algorithm.kl_coef=0.1", "learner.micro_batch_size=4"), tiny_path,
+                      total_optimizer_steps=4)
+    assert learner.flat is not None and learner.flat.master.dtype == torch.float32
+    assert learner.flat.flat.numel() == sum(p.numel() for p in learner.module.parameters() if p.requires_grad)
+    start = weights(learner)
+    for seed in range(2):
+        assert learner.update(random_batch(seed=seed))["skipped_step"] == 0.0
+    after = weights(learner)
+    moved = [name for name in start if not torch.equal(start[name], after[name])]
+    assert moved and all("lora" in name for name in moved), moved

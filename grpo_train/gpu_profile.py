@@ -289,7 +289,7 @@ def profile_update(update: Callable[[], object], cuda: bool, trace: Path | None 
 # The variants of the update, and the item
 
 
-def variants(precision: str) -> list[tuple[str, list[str]]]:
+def variants() -> list[tuple[str, list[str]]]:
     """The learner variants the profile times, the most telling first: (name, overrides of the check's config).
     The default: packing on, fused head on, ZeRO-0 (FlatAdamW), no compile, no gradient checkpointing, sdpa
     attention; ZeRO-2 is DeepSpeed's per-tensor optimizer (on one rank it partitions nothing), either precision."""
@@ -351,7 +351,7 @@ def item_profile(args) -> dict:
     free_memory()
     budget_s = VARIANTS_SHARE * args.timeout_s
     rows = []
-    for name, overrides in variants(cfg.learner.precision):
+    for name, overrides in variants():
         row = {"variant": name, "overrides": overrides}
         t0 = time.perf_counter()
         if not overrides:

@@ -217,20 +217,22 @@ class Learner:
                                                      target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
         trainable = [p for p in model.parameters() if p.requires_grad]
         lcfg = cfg.learner
-        # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU, or a GPU node where FusedAdam
-        # cannot be built: torch's fused AdamW (one pass over the weights instead of one per elementwise op: 0.075 s
-        # against 0.73 s per step on 134.5 M fp32 weights on 2 cores, where the per-op AdamW took 12% of the update).
-        self.flat: FlatAdamW | None = None
-        self.fused_adam_problem = fused_adam_problem() if on_gpu() and lcfg.zero_stage else "no GPU"
-        fused_adam = self.fused_adam_problem is None
-        if on_gpu() and lcfg.zero_stage and not fused_adam and dist.get_rank() == 0:
-            print(f"grpo-train: warning: DeepSpeed's FusedAdam could not be built ({self.fused_adam_problem}); "
-                  "using torch.optim.AdamW(fused=True), the same update", flush=True)
         adam = {"lr": lcfg.lr, "betas": tuple(lcfg.adam_betas), "eps": lcfg.adam_eps, "weight_decay": lcfg.weight_decay}
+        self.flat: FlatAdamW | None = None
         if lcfg.zero_stage == 0:  # the weights become views of FlatAdamW's buffer: in their dtype and place first
             model.to(device=self.device, dtype=torch.bfloat16 if lcfg.precision == "bf16" else torch.float32)
             optimizer = self.flat = FlatAdamW(trainable, **adam, max_grad_norm=lcfg.grad_clip, world_size=self.world)
+            fused_adam = False
         else:
+            # GPU: DeepSpeed builds FusedAdam from the config's "optimizer" block; CPU, or a GPU node where FusedAdam
+            # cannot be built: torch's fused AdamW (one pass over the weights instead of one per elementwise op:
+            # 0.075 s against 0.73 s per step on 134.5 M fp32 weights on 2 cores, where the per-op AdamW took 12% of
+            # the update).
+            problem = fused_adam_problem() if on_gpu() else "no GPU"
+            fused_adam = problem is None
+            if on_gpu() and not fused_adam and dist.get_rank() == 0:
+                print(f"grpo-train: warning: DeepSpeed's FusedAdam could not be built ({problem}); "
+                      "using torch.optim.AdamW(fused=True), the same update", flush=True)
             optimizer = None if fused_adam else torch.optim.AdamW(trainable, **adam, fused=True)
         schedule = lr_lambda(lcfg, total_optimizer_steps)
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(

@@ -241,10 +241,8 @@ class Pace:
             self.warm = True
             return metrics
         work = PhaseWork(phase.engine_steps, phase.tokens, phase.resumed, phase.seconds)
-        rollout, model = self.cost.checks["rollout"], self.cost.checks["model"]
-        checked, modelled = len(rollout.errors), len(model.errors)
         trained = update_stats.get("trained_seq_frac")  # the share of the step's completions its update trained
-        error = self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"],
+        self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"],
                                   trained_tokens=None if trained is None else trained * sum(lengths))
         fit = self.cost.phase_cost.fit()
         if fit is not None and fit.source == "fit":  # kept as the prior of the terms a later window cannot fit
@@ -254,15 +252,12 @@ class Pace:
             if all(v is not None for v in known.values()):
                 self.cost.phase_cost.prior = known
         self.drift.observe(update_stats)
-        if error is not None:
-            metrics["pace/step_s_error"] = error
-            metrics["pace/step_s_error_median"] = self.cost.checks["step"].median()
-        if len(model.errors) > modelled:  # the model at this step's own work
-            metrics["pace/step_s_model_error"] = model.errors[-1]
-            metrics["pace/step_s_model_error_median"] = model.median()
-        if len(rollout.errors) > checked:  # the generation phase's part of the prediction, checked alike
-            metrics["pace/rollout_s_error"] = rollout.errors[-1]
-            metrics["pace/rollout_s_error_median"] = rollout.median()
+        # This step's checks (rollout/step_cost.py item 4): the forecast, its generation phase, the model at the
+        # step's own work.
+        for check, key in (("step", "step_s_error"), ("rollout", "rollout_s_error"), ("model", "step_s_model_error")):
+            errors = self.cost.checks[check]
+            if errors.last is not None:
+                metrics[f"pace/{key}"], metrics[f"pace/{key}_median"] = errors.last, errors.median()
         found = self.candidates(monitor, len(lengths)) or []
         for c in found:
             if c.group_size == monitor.group_size:

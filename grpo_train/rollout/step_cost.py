@@ -283,20 +283,23 @@ def _draws(lengths: Sequence[int], completions: int, ks: Sequence[int], steps: i
 class RelativeErrors:
     """Predicted against measured, step by step: the relative error (predicted - measured) / measured of the sums over
     the last `span` steps (the step's own with span 1); `missing` counts the steps without one (a step in the span
-    had no prediction: not enough data yet)."""
+    had no prediction: not enough data yet). `last`: what the latest `add` returned."""
 
     errors: list[float] = field(default_factory=list)
     missing: int = 0
     pairs: list[tuple[float | None, float]] = field(default_factory=list)  # (predicted, measured) of every step
+    last: float | None = None
 
     def add(self, predicted: float | None, measured: float, span: int = 1) -> float | None:
         self.pairs.append((predicted, measured))
-        last = self.pairs[-span:]
-        if len(last) < span or any(p is None for p, _ in last) or sum(m for _, m in last) <= 0:
+        window = self.pairs[-span:]
+        if len(window) < span or any(p is None for p, _ in window) or sum(m for _, m in window) <= 0:
             self.missing += 1
-            return None
-        self.errors.append(sum(p for p, _ in last) / sum(m for _, m in last) - 1)
-        return self.errors[-1]
+            self.last = None
+        else:
+            self.last = sum(p for p, _ in window) / sum(m for _, m in window) - 1
+            self.errors.append(self.last)
+        return self.last
 
     def median(self) -> float | None:
         """The median |relative error| so far (the target: <= 0.15 at the k in force); None before any."""

@@ -32,7 +32,9 @@ step of the same model is timed after the run (`plain_step_yardstick`): the lear
 micro-batch's rows of the demo's real rendered prompts (learner.micro_batch_size rows in the trainer's seeded order,
 each prompt once per completion) each followed by the run's mean completion length in random tokens, forward,
 backward and a fused torch AdamW step, no DeepSpeed. Its rate is reported with and without the optimizer step, and
-the update's against both (`update vs plain step`, `update vs plain forward+backward`).
+the update's against both (`update vs plain step`, `update vs plain forward+backward`), and the seconds each takes
+per completion trained (the same work: the rates count the tokens each computes, and the update runs a prompt once
+per micro-batch where the plain step runs it in every row).
 
 `--profile` runs the trainer under py-spy (Python stacks, 20 samples/s) and reports each phase's share of the
 loop's samples and its most frequent innermost functions. Writes bench/step.json (or `--out`).
@@ -411,6 +413,8 @@ def summarise_mfu(rows: list[dict], prompt_tokens: list[int], cfg, params: int, 
         "mfu_per_step": [round(m, 4) for m in mfus],
         "mfu_head_on_completions_median": round(median(mfus_head_on_completions), 4),
         "output_head_params": head_params,
+        # The same work as the yardstick's rows: a row of it is one completion trained, with its prompt.
+        "update_s_per_completion_median": round(median([row["perf/update_s"] for row in measured]) / rollouts, 4),
     }
 
 
@@ -436,7 +440,17 @@ def yardstick_text(mfu: dict) -> str:
             f"({100 * y['forward_backward_fraction_of_peak']:.1f}% of the peak), with the fused AdamW step "
             f"{y['step_gflops']:.0f} GFLOP/s ({100 * y['step_fraction_of_peak']:.1f}%). The update ran at "
             f"{learner:.0f} GFLOP/s: update vs plain step {learner / y['step_gflops']:.2f}x, update vs plain "
-            f"forward+backward {learner / y['forward_backward_gflops']:.2f}x.")
+            f"forward+backward {learner / y['forward_backward_gflops']:.2f}x.{same_work_text(mfu)}")
+
+
+def same_work_text(mfu: dict) -> str:
+    """The update against the plain step per completion trained: the rates above count the tokens each computes,
+    and the update computes each prompt once per micro-batch where the plain step runs it in every row."""
+    if "update_s_per_completion_median" not in mfu:  # step.json written before this figure
+        return ""
+    update, plain = mfu["update_s_per_completion_median"], mfu["yardstick"]["step_s"] / mfu["yardstick"]["rows"]
+    return (f" Per completion trained (the same work): the update {update:.3f} s, the plain step {plain:.3f} s "
+            f"(the update {plain / update:.2f}x as fast).")
 
 
 def print_table(result: dict) -> None:

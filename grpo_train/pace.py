@@ -243,7 +243,7 @@ class Pace:
         work = PhaseWork(phase.engine_steps, phase.tokens, phase.resumed, phase.seconds)
         trained = update_stats.get("trained_seq_frac")  # the share of the step's completions its update trained
         self.cost.observe(self.k, work, lengths, seconds["step"] - seconds["rollout"], seconds["step"],
-                                  trained_tokens=None if trained is None else trained * sum(lengths))
+                          trained_tokens=None if trained is None else trained * sum(lengths))
         fit = self.cost.phase_cost.fit()
         if fit is not None and fit.source == "fit":  # kept as the prior of the terms a later window cannot fit
             known = dict(fit.coefficients)

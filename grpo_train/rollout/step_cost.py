@@ -387,7 +387,7 @@ class StepCost:
         """Item 4's "model": the step's seconds from the fits at its realized work (None before they are
         determined)."""
         fit, line = self.phase_cost.fit(), self.learner_line()
-        if fit is None or line is None or not self.learner:
+        if fit is None or line is None:  # a line needs 3 steps in the window, so a median sync below
             return None
         sync_s = statistics.median(sync for _, sync, _ in self.learner)
         rollout_s = fit.seconds(work.decode_steps, work.tokens, work.resumed)

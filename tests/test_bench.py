@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO / "scripts" / "bench"))
 import bench_dispatch  # noqa: E402
 import bench_report  # noqa: E402
 import bench_step  # noqa: E402
+import plain_yardstick  # noqa: E402
 
 LOOP = "<module> (grpo_train/__main__.py:5);train (grpo_train/trainer.py:200)"
 
@@ -178,31 +179,55 @@ def test_yardstick_text_against_both_plain_rates_and_old_results():
     y = {"rows": 16, "columns": 180, "tokens": 2800, "completion_tokens_per_row": 30, "dtype": "bf16",
          "attn_implementation": "eager", "compiled": True, "forward_backward_gflops": 200.0, "step_gflops": 125.0,
          "forward_backward_fraction_of_peak": 0.25, "step_fraction_of_peak": 0.15625}
-    text = bench_step.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y})
+    text = plain_yardstick.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y})
     assert "update vs plain step 0.80x, update vs plain forward+backward 0.50x" in text
     assert "eager attention, compiled as the learner's" in text and "25.0% of the peak" in text
     # Timed at two row counts, the faster plain step is the yardstick and both rates are named.
     y2 = {**y, "by_rows": {"32": {"step_gflops": 90.0, "forward_backward_gflops": 91.0},
                            "16": {"step_gflops": 125.0, "forward_backward_gflops": 200.0}}}
-    text = bench_step.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y2})
+    text = plain_yardstick.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y2})
     assert "the faster of 32 and 16 rows a step: 90, 125 GFLOP/s" in text and "update vs plain step 0.80x" in text
     assert "Per completion" not in text  # written before the figure
     # Per completion trained: 16 rows in 3.2 s (0.200 s each) against the update's 0.050 s: 4.00x as fast.
-    text = bench_step.yardstick_text({"learner_gflops_median": 100.0, "update_s_per_completion_median": 0.05,
+    text = plain_yardstick.yardstick_text({"learner_gflops_median": 100.0, "update_s_per_completion_median": 0.05,
                                       "yardstick": {**y2, "step_s": 3.2}})
     assert "the update 0.050 s, the plain step 0.200 s (the update 4.00x as fast)" in text
     old = {"learner_gflops_median": 100.0, "plain_pytorch_gflops": 200.0, "plain_pytorch_fraction_of_peak": 0.25}
-    assert "0.50x the plain pass" in bench_step.yardstick_text(old)  # step.json written before the step yardstick
+    assert "0.50x the plain pass" in plain_yardstick.yardstick_text(old)  # step.json written before the step yardstick
 
 
 def test_yardstick_rows_are_the_update_micro_batch():
     """tiny-cpu: micro-batches of 8 rows, G = 4: the first 2 prompts of step 1, 4 rows each, + 5 random tokens."""
     cfg = load_config(str(REPO / "configs" / "tiny-cpu.yaml"))
     assert cfg.learner.micro_batch_size == 8 and cfg.algorithm.group_size == 4
-    prompts = bench_step.rendered_prompts(cfg, 1)[0]
-    input_ids, attention_mask = bench_step.yardstick_batch(cfg, completion_len=5)
+    prompts = plain_yardstick.rendered_prompts(cfg, 1)[0]
+    input_ids, attention_mask = plain_yardstick.yardstick_batch(cfg, completion_len=5)
     assert input_ids.shape == (8, max(len(p) for p in prompts[:2]) + 5)
     for row in range(8):
         prompt = prompts[row // 4]
         assert attention_mask[row].sum() == len(prompt) + 5 and attention_mask[row, -1] == 1  # left-padded
         assert input_ids[row, -len(prompt) - 5: -5].tolist() == prompt
+
+
+def test_paired_yardstick_times_the_update_and_the_plain_step_on_the_same_tokens(tiny_path):
+    """tiny-cpu with shared prompts (micro-batches of 8 rows, G = 4): step 1's 2 prompts x 4 completions of 5 random
+    tokens, the plain step's 8 rows the same tokens; each round's ratio is the two rates of that round, as the
+    sentence says."""
+    cfg = load_config(str(REPO / "configs" / "tiny-cpu.yaml"),
+                      ["algorithm.prompts_per_step=2", "learner.share_prompts=true"])
+    batch, prompt_lengths = plain_yardstick.yardstick_update_batch(cfg, completion_len=5)
+    input_ids, attention_mask = plain_yardstick.yardstick_batch(cfg, completion_len=5, rows=8)
+    assert batch.sequences == [row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask, strict=True)]
+    assert batch.advantages.view(2, 4).sum(1).tolist() == [0.0, 0.0] and batch.advantages.abs().min() == 1.0
+
+    paired = plain_yardstick.paired_yardstick(cfg, tiny_path, "fp32", completion_len=5, rows=8, rounds=2)
+    assert paired["update_tokens"] == sum(prompt_lengths) + 8 * 5  # each prompt once in the one micro-batch
+    assert paired["plain_tokens"] == int(attention_mask.sum()) == sum(prompt_lengths) * 4 + 8 * 5
+    for turn in range(2):
+        update_rate = paired["update_tokens"] / paired["update_s"][turn]
+        plain_rate = paired["plain_tokens"] / paired["plain_step_s"][turn]
+        assert paired["update_vs_plain_step"][turn] == pytest.approx(update_rate / plain_rate, rel=0.01)
+        # with the head on completions only the update is credited fewer FLOPs
+        assert paired["update_vs_plain_step_head_on_completions"][turn] < paired["update_vs_plain_step"][turn]
+    text = plain_yardstick.paired_text(paired)
+    assert f"update vs plain step **{paired['update_vs_plain_step_median']:.2f}x" in text

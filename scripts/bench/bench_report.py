@@ -20,7 +20,7 @@ from pathlib import Path
 # loaded by path, as tests/test_docs.py does, rather than run).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dispatch import report_text as dispatch_text  # noqa: E402
-from bench_step import yardstick_text  # noqa: E402
+from plain_yardstick import yardstick_text  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.json", "step_2proc": "step-2proc.json",

@@ -27,14 +27,17 @@ only slow it down (under such load the MFU is not meaningful). 6 * params * toke
 to the embedding: 28 M of SmolLM2's 135 M parameters) on every token, while the learner projects only the
 completion positions onto the vocabulary, so that MFU flatters the update; a second figure counts the head on
 completion tokens only. As a yardstick for what the model itself allows on this machine, a plain PyTorch training
-step of the same model is timed after the run (`plain_step_yardstick`): the learner's dtype and attention kernel
-(model.attn_implementation: the demo's eager, compiled as the learner compiles it where learner.compile is on), one
-micro-batch's rows of the demo's real rendered prompts (learner.micro_batch_size rows in the trainer's seeded order,
-each prompt once per completion) each followed by the run's mean completion length in random tokens, forward,
+step of the same model is timed after the run (scripts/bench/plain_yardstick.py): the learner's dtype and attention
+kernel (model.attn_implementation: the demo's eager, compiled as the learner compiles it where learner.compile is
+on), one micro-batch's rows of the demo's real rendered prompts (learner.micro_batch_size rows in the trainer's seeded
+order, each prompt once per completion) each followed by the run's mean completion length in random tokens, forward,
 backward and a fused torch AdamW step, no DeepSpeed. Its rate is reported with and without the optimizer step, and
 the update's against both (`update vs plain step`, `update vs plain forward+backward`), and the seconds each takes
 per completion trained (the same work: the rates count the tokens each computes, and the update runs a prompt once
-per micro-batch where the plain step runs it in every row).
+per micro-batch where the plain step runs it in every row). Since the run's update and that plain step are timed
+minutes apart on a machine whose speed drifts, the learner's update is then timed once more in this process, in
+turns with the plain step on the same prompts and completion tokens (`paired_yardstick`: three rounds, the ratio
+of each round's rates): the figure to read for the update against the plain step.
 
 `--profile` runs the trainer under py-spy (Python stacks, 20 samples/s) and reports each phase's share of the
 loop's samples and its most frequent innermost functions. Writes bench/step.json (or `--out`).
@@ -54,11 +57,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # plain_yardstick, beside this script
+
+from plain_yardstick import (  # noqa: E402
+    PEAK_THREADS,
+    best_plain_yardstick,
+    paired_yardstick,
+    prompt_tokens_computed,
+    rendered_prompts,
+    yardstick_text,
+)
+
 BENCH = ROOT / "bench"
 DEMO_CONFIG = ROOT / "configs" / "smollm2-arith-demo.yaml"
 OUT = BENCH / "step.json"
 PHASES = ("rollout_s", "reward_s", "logprobs_s", "update_s", "sync_s")  # the parts of perf/step_s, in step order
-PEAK_THREADS = 2  # the machine's cores; the trainer's torch uses as many
 ROLLOUT_DTYPE = {"bf16": "bfloat16", "fp32": "float32"}
 PROFILE_RATE_HZ = 20  # py-spy samples per second: enough for phase shares, little load on the 2 cores
 
@@ -146,21 +159,6 @@ def after_warmup(rows: list[dict], warmup: int) -> list[dict]:
 # Useful tokens and MFU
 
 
-def rendered_prompts(cfg, total_steps: int) -> list[list[list[int]]]:
-    """The token ids of each step's prompts, in the trainer's seeded order: its own sampler and renderer (one rank)."""
-    from transformers import AutoTokenizer
-
-    from grpo_train.data import PromptSampler, load_problems
-    from grpo_train.models import resolve_model
-    from grpo_train.prompts import PromptRenderer
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
-    renderer = PromptRenderer(tokenizer, cfg.data)
-    sampler = PromptSampler(load_problems(cfg.data, "train"), seed=cfg.run.seed)
-    return [[renderer.token_ids(p) for p in sampler.next_batch(cfg.algorithm.prompts_per_step)]
-            for _ in range(total_steps)]
-
-
 def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
     """Prompt tokens (without padding) the learner's update computes per step.
 
@@ -169,17 +167,8 @@ def prompt_tokens_per_step(cfg, total_steps: int) -> list[int]:
     split in order; with the KL term on, no row is skipped). Replays the trainer's seeded prompt order
     (`rendered_prompts`), so the counts are exactly the trainer's.
     """
-    g, micro = cfg.algorithm.group_size, cfg.learner.micro_batch_size
-    counts = []
-    for prompts in rendered_prompts(cfg, total_steps):
-        lengths = [len(p) for p in prompts]
-        if not cfg.learner.share_prompts:
-            counts.append(sum(lengths) * g)
-            continue
-        rows = len(lengths) * g
-        counts.append(sum(lengths[i] for start in range(0, rows, micro)
-                          for i in sorted({row // g for row in range(start, min(start + micro, rows))})))
-    return counts
+    return [prompt_tokens_computed([len(p) for p in prompts], cfg.algorithm.group_size, cfg.learner.micro_batch_size,
+                                   cfg.learner.share_prompts) for prompts in rendered_prompts(cfg, total_steps)]
 
 
 def trainable_params(model_path: str) -> int:
@@ -219,89 +208,6 @@ def measure_peaks(precision: str) -> dict[str, float]:
     """The learner's dtype at 2048^2 (the MFU's denominator); the other dtype only probed, at 512^2."""
     return {dtype: round(matmul_peak_gflops(dtype) if dtype == precision else
                          matmul_peak_gflops(dtype, size=PROBE_SIZE, windows=1), 1) for dtype in ("bf16", "fp32")}
-
-
-def yardstick_batch(cfg, completion_len: int, seed: int = 0, rows: int | None = None):
-    """(input_ids, attention_mask) [rows, L] of the yardstick: the update's first micro-batch as plain rows. Its
-    `rows` (default learner.micro_batch_size) rows are the first step's rendered prompts in the trainer's order, each
-    repeated for its G completions as the update's rows are (prompt-major), each followed by `completion_len` random
-    tokens (the run's mean completion length: the completions themselves are not kept), left-padded to the longest
-    row."""
-    import torch
-    from transformers import AutoConfig
-
-    from grpo_train.models import resolve_model
-
-    prompts = rendered_prompts(cfg, 1)[0]
-    g = cfg.algorithm.group_size
-    rows = [prompts[row // g] for row in range(min(rows or cfg.learner.micro_batch_size, len(prompts) * g))]
-    vocab = AutoConfig.from_pretrained(resolve_model(cfg.model.name_or_path)).vocab_size
-    generator = torch.Generator().manual_seed(seed)
-    width = max(len(p) for p in rows) + completion_len
-    input_ids = torch.zeros((len(rows), width), dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, prompt in enumerate(rows):
-        tail = torch.randint(0, vocab, (completion_len,), generator=generator)
-        input_ids[i, width - len(prompt) - completion_len:] = torch.cat([torch.tensor(prompt), tail])
-        attention_mask[i, width - len(prompt) - completion_len:] = 1
-    return input_ids, attention_mask
-
-
-def plain_step_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int, rows: int | None = None) -> dict:
-    """A plain PyTorch training step of the learner's model, timed: what the same model reaches on this machine
-    without a trainer around it, the yardstick for the update's rate.
-
-    The model in `dtype_name` with the learner's attention kernel (model.attn_implementation), torch.compile'd as
-    the learner compiles it (`forward.compile_model`) where learner.compile is on; the rows of `yardstick_batch`;
-    the loss over every real position (transformers' `labels`); backward; one torch.optim.AdamW(fused=True) step.
-    No DeepSpeed, no prompt sharing: every row runs whole. Model FLOP/s = 6 * params * real tokens / time, for the
-    forward + backward alone and with the optimizer step: one step to warm up (and compile), the faster of two
-    timed ones for each.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from grpo_train.forward import compile_model
-
-    torch.set_num_threads(PEAK_THREADS)
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype,
-                                                 attn_implementation=cfg.model.attn_implementation).train()
-    if cfg.learner.compile:
-        compile_model(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learner.lr, fused=True)
-    params = sum(p.numel() for p in model.parameters())
-    input_ids, attention_mask = yardstick_batch(cfg, completion_len, rows=rows)
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    forward_backward_s, step_s = [], []
-    for _ in range(3):
-        started = time.perf_counter()
-        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-        forward_backward_s.append(time.perf_counter() - started)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        step_s.append(time.perf_counter() - started)
-    tokens = int(attention_mask.sum())
-    return {"rows": input_ids.shape[0], "columns": input_ids.shape[1], "tokens": tokens,
-            "completion_tokens_per_row": completion_len, "dtype": dtype_name,
-            "attn_implementation": cfg.model.attn_implementation, "compiled": cfg.learner.compile,
-            "forward_backward_s": round(min(forward_backward_s[1:]), 3), "step_s": round(min(step_s[1:]), 3),
-            "forward_backward_gflops": round(6 * params * tokens / min(forward_backward_s[1:]) / 1e9, 1),
-            "step_gflops": round(6 * params * tokens / min(step_s[1:]) / 1e9, 1)}
-
-
-def best_plain_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int) -> dict:
-    """`plain_step_yardstick` at the learner's micro-batch rows and at half of them (down to one group of G rows):
-    the faster plain step is the yardstick (a plain loop would split the same tokens the way it runs fastest; at 32
-    rows of ~300 columns in bf16 on a 2-core AMX Xeon the plain step ran at 257-330 GFLOP/s, at 16 rows 464-519),
-    with every row count's rates in `by_rows`."""
-    micro, g = cfg.learner.micro_batch_size, cfg.algorithm.group_size
-    counts = [micro] + ([micro // 2] if micro // 2 >= g else [])
-    timed = [plain_step_yardstick(cfg, model_path, dtype_name, completion_len, rows=r) for r in counts]
-    best = max(timed, key=lambda y: y["step_gflops"])
-    return {**best, "by_rows": {str(y["rows"]): {"step_gflops": y["step_gflops"],
-                                                 "forward_backward_gflops": y["forward_backward_gflops"]}
-                                for y in timed}}
 
 
 def output_head_params(model_path: str) -> int:
@@ -418,41 +324,6 @@ def summarise_mfu(rows: list[dict], prompt_tokens: list[int], cfg, params: int, 
     }
 
 
-def yardstick_text(mfu: dict) -> str:
-    """The plain-PyTorch yardstick next to the update's rate (also in bench_report's results.md). Results written
-    before the yardstick was a whole training step (`plain_pytorch_gflops`: forward+backward of 8 x 256 random
-    tokens, transformers' default attention) keep their own sentence."""
-    learner = mfu["learner_gflops_median"]
-    if "yardstick" not in mfu:
-        return (f"Yardstick: a plain PyTorch forward+backward of the same model (8 x 256 tokens, no trainer) ran at "
-                f"{mfu['plain_pytorch_gflops']:.0f} GFLOP/s = {100 * mfu['plain_pytorch_fraction_of_peak']:.1f}% of "
-                f"the peak; the update ran at {learner:.0f} GFLOP/s, "
-                f"{learner / mfu['plain_pytorch_gflops']:.2f}x the plain pass.")
-    y = mfu["yardstick"]
-    by_rows = y.get("by_rows", {})
-    faster = (f"; the faster of {' and '.join(by_rows)} rows a step: "
-              + ", ".join(f"{v['step_gflops']:.0f}" for v in by_rows.values()) + " GFLOP/s") if len(by_rows) > 1 else ""
-    compiled = "compiled as the learner's (learner.compile)" if y["compiled"] else "not compiled"
-    return (f"Yardstick: a plain PyTorch step of the same model ({y['dtype']}, {y['attn_implementation']} attention, "
-            f"{compiled}; {y['rows']} rows of the demo's rendered prompts + {y['completion_tokens_per_row']} random "
-            f"completion tokens, {y['tokens']} tokens padded to {y['columns']} columns; no trainer{faster}): "
-            f"forward+backward {y['forward_backward_gflops']:.0f} GFLOP/s "
-            f"({100 * y['forward_backward_fraction_of_peak']:.1f}% of the peak), with the fused AdamW step "
-            f"{y['step_gflops']:.0f} GFLOP/s ({100 * y['step_fraction_of_peak']:.1f}%). The update ran at "
-            f"{learner:.0f} GFLOP/s: update vs plain step {learner / y['step_gflops']:.2f}x, update vs plain "
-            f"forward+backward {learner / y['forward_backward_gflops']:.2f}x.{same_work_text(mfu)}")
-
-
-def same_work_text(mfu: dict) -> str:
-    """The update against the plain step per completion trained: the rates above count the tokens each computes,
-    and the update computes each prompt once per micro-batch where the plain step runs it in every row."""
-    if "update_s_per_completion_median" not in mfu:  # step.json written before this figure
-        return ""
-    update, plain = mfu["update_s_per_completion_median"], mfu["yardstick"]["step_s"] / mfu["yardstick"]["rows"]
-    return (f" Per completion trained (the same work): the update {update:.3f} s, the plain step {plain:.3f} s "
-            f"(the update {plain / update:.2f}x as fast).")
-
-
 def print_table(result: dict) -> None:
     s, setting = result["ours"], result["setting"]
     print(f"\nour GRPO step, {setting['model']}, {setting['prompts_per_step']} prompts x G={setting['group_size']}, "
@@ -561,7 +432,9 @@ def main() -> None:
         result["mfu"] = summarise_mfu(rows, prompt_tokens_per_step(cfg, total_steps), cfg,
                                       trainable_params(model_path), output_head_params(model_path),
                                       peaks[args.precision], args.warmup)
-        yardstick = best_plain_yardstick(cfg, model_path, args.precision, round(result["ours"]["completion_len_mean"]))
+        completion_len = round(result["ours"]["completion_len_mean"])
+        yardstick = best_plain_yardstick(cfg, model_path, args.precision, completion_len)
+        yardstick["paired"] = paired_yardstick(cfg, model_path, args.precision, completion_len, yardstick["rows"])
         for rate in ("forward_backward", "step"):
             yardstick[f"{rate}_fraction_of_peak"] = round(yardstick[f"{rate}_gflops"] / peaks[args.precision], 4)
         result["mfu"]["yardstick"] = yardstick

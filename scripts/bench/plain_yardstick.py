@@ -1,0 +1,300 @@
+"""The yardstick of `make bench`'s learner: a plain PyTorch training step of the same model on the same tokens.
+
+    from plain_yardstick import best_plain_yardstick, paired_yardstick   # scripts/bench/bench_step.py runs both
+
+A plain step (`plain_step`): the learner's model in its dtype with its attention kernel (model.attn_implementation,
+torch.compile'd as the learner compiles it where learner.compile is on), the rows of `yardstick_batch` (the demo's
+real rendered prompts, each once per completion as the update's rows are, each followed by random completion
+tokens), the loss over every real position (transformers' `labels`), backward and one torch.optim.AdamW(fused=True)
+step; no DeepSpeed, no prompt sharing. Its rate is model FLOP/s = 6 * params * real tokens / time, with and without
+the optimizer step.
+
+`best_plain_yardstick` times it at the learner's micro-batch rows and at half of them, after the training run.
+`paired_yardstick` then times the learner's own update (`grpo_train.learner.Learner.update`, the run's config) and
+the plain step in turns in one process, on the same prompts and completion tokens: the timings of a 2-core machine
+drift 10-50% between runs minutes apart (the plain step alone measured 267-294 GFLOP/s in two runs of the same code
+on one AVX512-BF16 EPYC), so a ratio of two figures taken minutes apart carries that drift, while each round's pair
+is taken seconds apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+PEAK_THREADS = 2  # the machine's cores; the trainer's torch uses as many
+
+
+# ----------------------------------------------------------------------------------------------------
+# The tokens: the demo's prompts in the trainer's order, random completions
+
+
+def rendered_prompts(cfg, total_steps: int) -> list[list[list[int]]]:
+    """The token ids of each step's prompts, in the trainer's seeded order: its own sampler and renderer (one rank)."""
+    from transformers import AutoTokenizer
+
+    from grpo_train.data import PromptSampler, load_problems
+    from grpo_train.models import resolve_model
+    from grpo_train.prompts import PromptRenderer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model.name_or_path))
+    renderer = PromptRenderer(tokenizer, cfg.data)
+    sampler = PromptSampler(load_problems(cfg.data, "train"), seed=cfg.run.seed)
+    return [[renderer.token_ids(p) for p in sampler.next_batch(cfg.algorithm.prompts_per_step)]
+            for _ in range(total_steps)]
+
+
+def prompt_tokens_computed(lengths: list[int], group_size: int, micro_batch_size: int, share_prompts: bool) -> int:
+    """Prompt tokens (without padding) one update computes over prompts of `lengths`, each with `group_size`
+    completions in prompt-major rows cut into micro-batches of `micro_batch_size`: each distinct prompt once per
+    micro-batch holding any of its completions with learner.share_prompts (no row skipped), else once per completion."""
+    if not share_prompts:
+        return sum(lengths) * group_size
+    rows = len(lengths) * group_size
+    return sum(lengths[i] for start in range(0, rows, micro_batch_size)
+               for i in sorted({row // group_size for row in range(start, min(start + micro_batch_size, rows))}))
+
+
+def yardstick_batch(cfg, completion_len: int, seed: int = 0, rows: int | None = None):
+    """(input_ids, attention_mask) [rows, L] of the yardstick: the update's first micro-batch as plain rows. Its
+    `rows` (default learner.micro_batch_size) rows are the first step's rendered prompts in the trainer's order, each
+    repeated for its G completions as the update's rows are (prompt-major), each followed by `completion_len` random
+    tokens (the run's mean completion length: the completions themselves are not kept), left-padded to the longest
+    row."""
+    import torch
+    from transformers import AutoConfig
+
+    from grpo_train.models import resolve_model
+
+    prompts = rendered_prompts(cfg, 1)[0]
+    g = cfg.algorithm.group_size
+    rows = [prompts[row // g] for row in range(min(rows or cfg.learner.micro_batch_size, len(prompts) * g))]
+    vocab = AutoConfig.from_pretrained(resolve_model(cfg.model.name_or_path)).vocab_size
+    generator = torch.Generator().manual_seed(seed)
+    width = max(len(p) for p in rows) + completion_len
+    input_ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, prompt in enumerate(rows):
+        tail = torch.randint(0, vocab, (completion_len,), generator=generator)
+        input_ids[i, width - len(prompt) - completion_len:] = torch.cat([torch.tensor(prompt), tail])
+        attention_mask[i, width - len(prompt) - completion_len:] = 1
+    return input_ids, attention_mask
+
+
+# ----------------------------------------------------------------------------------------------------
+# The plain step, alone and at its best row count
+
+
+def plain_model(cfg, model_path: str, dtype_name: str):
+    """(model, optimizer) of the plain step: the learner's model in `dtype_name`, attention kernel and compilation."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from grpo_train.forward import compile_model
+
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype,
+                                                 attn_implementation=cfg.model.attn_implementation).train()
+    if cfg.learner.compile:
+        compile_model(model)
+    return model, torch.optim.AdamW(model.parameters(), lr=cfg.learner.lr, fused=True)
+
+
+def plain_step(model, optimizer, input_ids, attention_mask) -> tuple[float, float]:
+    """One plain training step; (forward + backward seconds, whole step seconds)."""
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    started = time.perf_counter()
+    model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+    forward_backward = time.perf_counter() - started
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return forward_backward, time.perf_counter() - started
+
+
+def plain_step_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int, rows: int | None = None) -> dict:
+    """A plain PyTorch training step of the learner's model, timed: what the same model reaches on this machine
+    without a trainer around it, the yardstick for the update's rate.
+
+    The model in `dtype_name` with the learner's attention kernel (model.attn_implementation), torch.compile'd as
+    the learner compiles it (`forward.compile_model`) where learner.compile is on; the rows of `yardstick_batch`;
+    the loss over every real position (transformers' `labels`); backward; one torch.optim.AdamW(fused=True) step.
+    No DeepSpeed, no prompt sharing: every row runs whole. Model FLOP/s = 6 * params * real tokens / time, for the
+    forward + backward alone and with the optimizer step: one step to warm up (and compile), the faster of two
+    timed ones for each.
+    """
+    import torch
+
+    torch.set_num_threads(PEAK_THREADS)
+    model, optimizer = plain_model(cfg, model_path, dtype_name)
+    params = sum(p.numel() for p in model.parameters())
+    input_ids, attention_mask = yardstick_batch(cfg, completion_len, rows=rows)
+    forward_backward_s, step_s = zip(*[plain_step(model, optimizer, input_ids, attention_mask) for _ in range(3)],
+                                       strict=True)
+    tokens = int(attention_mask.sum())
+    return {"rows": input_ids.shape[0], "columns": input_ids.shape[1], "tokens": tokens,
+            "completion_tokens_per_row": completion_len, "dtype": dtype_name,
+            "attn_implementation": cfg.model.attn_implementation, "compiled": cfg.learner.compile,
+            "forward_backward_s": round(min(forward_backward_s[1:]), 3), "step_s": round(min(step_s[1:]), 3),
+            "forward_backward_gflops": round(6 * params * tokens / min(forward_backward_s[1:]) / 1e9, 1),
+            "step_gflops": round(6 * params * tokens / min(step_s[1:]) / 1e9, 1)}
+
+
+def best_plain_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int) -> dict:
+    """`plain_step_yardstick` at the learner's micro-batch rows and at half of them (down to one group of G rows):
+    the faster plain step is the yardstick (a plain loop would split the same tokens the way it runs fastest; at 32
+    rows of ~300 columns in bf16 on a 2-core AMX Xeon the plain step ran at 257-330 GFLOP/s, at 16 rows 464-519),
+    with every row count's rates in `by_rows`."""
+    micro, g = cfg.learner.micro_batch_size, cfg.algorithm.group_size
+    counts = [micro] + ([micro // 2] if micro // 2 >= g else [])
+    timed = [plain_step_yardstick(cfg, model_path, dtype_name, completion_len, rows=r) for r in counts]
+    best = max(timed, key=lambda y: y["step_gflops"])
+    return {**best, "by_rows": {str(y["rows"]): {"step_gflops": y["step_gflops"],
+                                                 "forward_backward_gflops": y["forward_backward_gflops"]}
+                                for y in timed}}
+
+
+# ----------------------------------------------------------------------------------------------------
+# The update and the plain step in turns
+
+
+def yardstick_update_batch(cfg, completion_len: int):
+    """(UpdateBatch, prompt lengths) of one step's update on the yardstick's tokens: every prompt of step 1 x G rows,
+    prompt-major as the trainer's, each with the `completion_len` random tokens `yardstick_batch` gives its row
+    (the plain step's rows are the first of these); advantages +1 / -1 in turn within each group, so no group is
+    all-equal and no row is skipped. The sampler's and reference log-probs are filled in by `paired_yardstick`."""
+    import torch
+
+    from grpo_train.learner import make_update_batch
+
+    prompts = rendered_prompts(cfg, 1)[0]
+    g = cfg.algorithm.group_size
+    input_ids, _ = yardstick_batch(cfg, completion_len, rows=len(prompts) * g)
+    rows = range(len(prompts) * g)
+    completions = [input_ids[row, -completion_len:].tolist() for row in rows]
+    advantages = torch.tensor([1.0 if row % 2 == 0 else -1.0 for row in rows])
+    batch = make_update_batch([prompts[row // g] for row in rows], completions,
+                              [[0.0] * completion_len for _ in rows], advantages, pad_id=0)
+    return batch, [len(p) for p in prompts]
+
+
+def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int, rows: int, rounds: int = 3) -> dict:
+    """The learner's update (`Learner.update` with the run's config, on `yardstick_update_batch`) and the plain step
+    (at `rows` rows: `best_plain_yardstick`'s faster row count) timed in turns in this process, `rounds` times after
+    two warm-up updates and one warm-up plain step, which of the two goes first alternating. Per round, the update's
+    rate over the plain step's, both as model FLOP/s = 6 * params * the tokens each computes (the update: prompts
+    counted as `prompt_tokens_computed`, every completion token); and the update's rate counting the output head on
+    completion tokens only (the learner projects no prompt position onto the vocabulary). The medians and ranges
+    over the rounds."""
+    import torch
+
+    from grpo_train.distributed import init_distributed
+    from grpo_train.learner import Learner
+
+    init_distributed()  # a world of one, as the trainer's single process
+    torch.set_num_threads(PEAK_THREADS)
+    batch, prompt_lengths = yardstick_update_batch(cfg, completion_len)
+    learner = Learner(cfg, model_path, total_optimizer_steps=rounds + 2)
+    with torch.no_grad():
+        batch.sampler_logp = learner.logprobs(batch)
+        batch.ref_logp = learner.logprobs(batch, reference=True) if learner.ref is not None else None
+    model, optimizer = plain_model(cfg, model_path, dtype_name)
+    input_ids, attention_mask = yardstick_batch(cfg, completion_len, rows=rows)
+    params = sum(p.numel() for p in model.parameters())
+    head = model.get_output_embeddings().weight.numel()
+    g = cfg.algorithm.group_size
+    completion_tokens = len(prompt_lengths) * g * completion_len
+    prompt_tokens = prompt_tokens_computed(prompt_lengths, g, cfg.learner.micro_batch_size, cfg.learner.share_prompts)
+    update_flops = 6 * params * (prompt_tokens + completion_tokens)
+    update_flops_head_on_completions = 6 * ((params - head) * (prompt_tokens + completion_tokens)
+                                            + head * completion_tokens)
+    plain_flops = 6 * params * int(attention_mask.sum())
+
+    def timed_update() -> float:
+        started = time.perf_counter()
+        learner.update(batch)
+        return time.perf_counter() - started
+
+    for _ in range(2):
+        timed_update()
+    plain_step(model, optimizer, input_ids, attention_mask)
+    update_s, forward_backward_s, step_s = [], [], []
+    for turn in range(rounds):  # the update first in even rounds, second in odd ones
+        if turn % 2 == 0:
+            update_s.append(timed_update())
+        forward_backward, step = plain_step(model, optimizer, input_ids, attention_mask)
+        forward_backward_s.append(forward_backward)
+        step_s.append(step)
+        if turn % 2 == 1:
+            update_s.append(timed_update())
+
+    def ratios(flops: float, plain: list[float]) -> list[float]:
+        return [round((flops / u) / (plain_flops / p), 3) for u, p in zip(update_s, plain, strict=True)]
+
+    vs_step, vs_forward_backward = ratios(update_flops, step_s), ratios(update_flops, forward_backward_s)
+    vs_step_head = ratios(update_flops_head_on_completions, step_s)
+    return {"rounds": rounds, "update_rows": len(prompt_lengths) * g, "plain_rows": rows,
+            "update_tokens": prompt_tokens + completion_tokens, "plain_tokens": int(attention_mask.sum()),
+            "update_s": [round(s, 3) for s in update_s], "plain_step_s": [round(s, 3) for s in step_s],
+            "plain_forward_backward_s": [round(s, 3) for s in forward_backward_s],
+            "update_vs_plain_step": vs_step, "update_vs_plain_forward_backward": vs_forward_backward,
+            "update_vs_plain_step_head_on_completions": vs_step_head,
+            "update_vs_plain_step_median": statistics.median(vs_step),
+            "update_vs_plain_forward_backward_median": statistics.median(vs_forward_backward),
+            "update_vs_plain_step_head_on_completions_median": statistics.median(vs_step_head)}
+
+
+def paired_text(paired: dict) -> str:
+    """The sentence for `paired_yardstick`'s result."""
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+    return (f" Timed in turns in one process ({paired['rounds']} rounds: the update of {paired['update_rows']} rows, "
+            f"{paired['update_tokens']} tokens computed, against the plain step of {paired['plain_rows']} rows, "
+            f"{paired['plain_tokens']} tokens; medians, range over rounds): update vs plain step "
+            f"**{spread(paired['update_vs_plain_step'])}**, vs plain forward+backward "
+            f"{spread(paired['update_vs_plain_forward_backward'])}; counting the update's output head on completion "
+            f"tokens only, vs plain step {spread(paired['update_vs_plain_step_head_on_completions'])}.")
+
+# ----------------------------------------------------------------------------------------------------
+# The report's sentences (bench_step.py's table, bench_report.py's results.md)
+
+
+def yardstick_text(mfu: dict) -> str:
+    """The plain-PyTorch yardstick next to the update's rate (also in bench_report's results.md). Results written
+    before the yardstick was a whole training step (`plain_pytorch_gflops`: forward+backward of 8 x 256 random
+    tokens, transformers' default attention) keep their own sentence."""
+    learner = mfu["learner_gflops_median"]
+    if "yardstick" not in mfu:
+        return (f"Yardstick: a plain PyTorch forward+backward of the same model (8 x 256 tokens, no trainer) ran at "
+                f"{mfu['plain_pytorch_gflops']:.0f} GFLOP/s = {100 * mfu['plain_pytorch_fraction_of_peak']:.1f}% of "
+                f"the peak; the update ran at {learner:.0f} GFLOP/s, "
+                f"{learner / mfu['plain_pytorch_gflops']:.2f}x the plain pass.")
+    y = mfu["yardstick"]
+    by_rows = y.get("by_rows", {})
+    faster = (f"; the faster of {' and '.join(by_rows)} rows a step: "
+              + ", ".join(f"{v['step_gflops']:.0f}" for v in by_rows.values()) + " GFLOP/s") if len(by_rows) > 1 else ""
+    compiled = "compiled as the learner's (learner.compile)" if y["compiled"] else "not compiled"
+    return (f"Yardstick: a plain PyTorch step of the same model ({y['dtype']}, {y['attn_implementation']} attention, "
+            f"{compiled}; {y['rows']} rows of the demo's rendered prompts + {y['completion_tokens_per_row']} random "
+            f"completion tokens, {y['tokens']} tokens padded to {y['columns']} columns; no trainer{faster}): "
+            f"forward+backward {y['forward_backward_gflops']:.0f} GFLOP/s "
+            f"({100 * y['forward_backward_fraction_of_peak']:.1f}% of the peak), with the fused AdamW step "
+            f"{y['step_gflops']:.0f} GFLOP/s ({100 * y['step_fraction_of_peak']:.1f}%). The run's update ran at "
+            f"{learner:.0f} GFLOP/s: update vs plain step {learner / y['step_gflops']:.2f}x, update vs plain "
+            f"forward+backward {learner / y['forward_backward_gflops']:.2f}x.{same_work_text(mfu)}"
+            + (paired_text(y["paired"]) if "paired" in y else ""))
+
+
+def same_work_text(mfu: dict) -> str:
+    """The update against the plain step per completion trained: the rates above count the tokens each computes,
+    and the update computes each prompt once per micro-batch where the plain step runs it in every row."""
+    if "update_s_per_completion_median" not in mfu:  # step.json written before this figure
+        return ""
+    update, plain = mfu["update_s_per_completion_median"], mfu["yardstick"]["step_s"] / mfu["yardstick"]["rows"]
+    return (f" Per completion trained (the same work): the update {update:.3f} s, the plain step {plain:.3f} s "
+            f"(the update {plain / update:.2f}x as fast).")

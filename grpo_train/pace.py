@@ -9,13 +9,13 @@ together every `rollout.max_staleness_every` steps by the smallest predicted gra
 The two sides of a candidate (G, k):
 
 - Time (rollout/step_cost.py): the step's seconds at each k from the run's own phases (decode steps, tokens,
-  resumed requests, a constant; refit every step, coefficients >= 0, hiccups left out) and learner seconds (median),
-  checked every step against the measured step at the k in force (`pace/step_s_error`; `pace/step_s_model_error`:
-  the same model at the step's realized work, the learner's seconds a line in its trained tokens, which tests the
-  model without the step's own draws of lengths and trained groups). The last full fit stays as
-  the prior of the terms a later window cannot determine (resumed requests, after a stretch at k = 0), so k >= 1
-  keeps a prediction; a run that has not resumed any request yet takes a resumed request's cost as one decode
-  step's.
+  resumed requests, a constant; refit every step, coefficients >= 0, hiccups left out), the lengths and the learner
+  seconds (median) of the last PACE_RECENT steps, checked every step against the measured step at the k in force
+  (`pace/step_s_error`; `pace/step_s_model_error`: the same model at the step's realized work, the learner's
+  seconds a line in its trained tokens, which tests the model without the step's own draws of lengths and trained
+  groups). The last full fit stays as the prior of the terms a later window cannot determine (resumed requests, after
+  a stretch at k = 0), so k >= 1 keeps a prediction; a run that has not resumed any request yet takes a resumed
+  request's cost as one decode step's.
 - Quality (ustat/staleness.py): MSE_k(G; N) = rho_k^2 ||grad J||^2 + [G c1_k + c2_k + c3_k / (G - 1)] / N from the
   monitor's on-policy constants (c1, c2, c3: its sketches are the unweighted scores) and two moments of the applied
   behaviour weights c = min(pi_prox / pi_behav, tis_cap) at k: m2 = E c^2 and rho = E (w - C)+. Those come from a
@@ -54,6 +54,10 @@ from grpo_train.rollout.step_cost import PhaseWork, StepCost
 from grpo_train.ustat.staleness import WeightMoments, stale_components
 
 PACE_WINDOW = 32  # steps of phases, lengths, learner seconds and log-ratio moments the predictions use
+# Of those, the steps whose lengths and learner seconds a forecast draws on: what the policy writes and how many of
+# its groups carry a reward spread move as it learns (the demo's update 4.65 s a step, median of steps 2-8, then
+# 2.16 s over steps 10-16), while the phase fit's constants are the machine's.
+PACE_RECENT = 8
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -165,7 +169,7 @@ class Pace:
         self.cap = a.tis_cap if a.tis_cap > 0 else None  # the token-level cap the loss applies (None: uncapped)
         self.world = world
         self.k = min(1, self.k_max)
-        self.cost = StepCost(self.k_max, window=PACE_WINDOW)
+        self.cost = StepCost(self.k_max, window=PACE_WINDOW, recent=PACE_RECENT)
         self.drift = Drift(self.k_max + 1)
         self.choices: list[dict] = []  # {"step", "k", "group_size", "reason"}
         self.warm = False  # this process has trained a step: its first (compilation, allocation) stays out

@@ -301,3 +301,27 @@ def test_the_model_check_at_a_steps_realized_work_leaves_out_the_steps_own_draws
     model, step = cost.checks["model"], cost.checks["step"]
     assert len(model.errors) > 50 and model.median() < 1e-6  # exact once the fits are determined
     assert step.median() > 0.1  # the forecast: a median learner and the mean phase, not this step's
+
+
+def test_a_forecast_follows_the_recent_steps_where_the_policy_moves():
+    """Halfway through, the policy writes shorter completions and trains fewer groups (the learner's 4 s fall to 2 s),
+    on the same machine: a forecast from the last 8 steps' lengths and learner seconds follows within a few steps;
+    one from the whole window of 64 lags behind, while both keep the same phase fit."""
+    rng = np.random.default_rng(0)
+    recent, whole = StepCost(k_max=1, window=64, recent=8), StepCost(k_max=1, window=64)
+    for step in range(40):
+        low, high, learner_s = (100, 250, 4.0) if step < 20 else (20, 80, 2.0)
+        lengths = [int(n) for n in rng.integers(low, high, size=16)]
+        work = PhaseWork.generate(lengths)
+        rollout_s = _seconds(work.decode_steps, work.tokens, 0)
+        for cost in (recent, whole):
+            cost.observe(0, PhaseWork(work.decode_steps, work.tokens, 0, rollout_s), lengths, learner_s,
+                         rollout_s + learner_s)
+        if step == 8:  # steps 0-8 forecast from at most 8 steps before them: the same forecasts
+            early = len(whole.checks["step"].errors)
+            assert early >= 5 and recent.checks["step"].errors == pytest.approx(whole.checks["step"].errors)
+    assert recent.checks["step"].errors[early] != pytest.approx(whole.checks["step"].errors[early])
+    assert recent.phase_cost.fit().coefficients == pytest.approx(whole.phase_cost.fit().coefficients)
+    late = {name: [abs(e) for e in cost.checks["step"].errors[-10:]] for name, cost in (("recent", recent),
+                                                                                        ("whole", whole))}
+    assert statistics.median(late["recent"]) < 0.1 < statistics.median(late["whole"]), late

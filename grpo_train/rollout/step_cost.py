@@ -36,7 +36,7 @@ grpo_train/pace.py uses it for the trainer's choice.
    start) and takes a batch's tokens per phase.
 
 3. The step (`StepCost`), with learner_s = step_s - rollout_s (scoring, the log-prob passes, the update, the weight
-   sync: measured, median over the window) and sync_s the weight push within it:
+   sync: measured, median over the recent steps) and sync_s the weight push within it:
 
        colocated (the engine and the learner take turns), or k = 0:  step_s(k) = rollout_s(k) + learner_s
        rollout servers, k >= 1 (`overlap`):                          step_s(k) = sync_s + max(rollout_s(k),
@@ -322,15 +322,18 @@ class Forecast:
 
 class StepCost:
     """The step's seconds at each k = 0 .. k_max (module docstring, item 3), from the last `window` steps: their
-    phases (the fit), their completion lengths (the work at each k) and their learner seconds. `overlap`: rollout
+    phases (the fit, and the learner's line in its trained tokens: the machine's constants) and, of the last `recent`
+    of them (default: all), their completion lengths (the work at each k) and learner seconds (what the policy draws
+    and trains, which move as it learns). `overlap`: rollout
     servers (generation goes on through the learner's passes at k >= 1). `checks`: the step's and the rollout's
     relative errors at the k in force, recorded by `observe` before the step joins the window, over the last k + 1
     steps (one cycle of the pool: at k >= 1 a long phase is followed by short ones, and the prediction is their mean;
     k = 0: the step alone), and "model"'s (item 4)."""
 
     def __init__(self, k_max: int, window: int = 64, prior: Mapping[str, float] | None = None,
-                 overlap: bool = False, steps: int = 120, seed: int = 0) -> None:
+                 overlap: bool = False, steps: int = 120, seed: int = 0, recent: int | None = None) -> None:
         self.k_max, self.overlap, self.steps, self.seed = k_max, overlap, steps, seed
+        self.recent = recent or window  # the last steps whose lengths and learner seconds a forecast draws on
         self.phase_cost = PhaseCost(window, prior)
         self.lengths: deque[list[int]] = deque(maxlen=window)  # per step, its completions' lengths
         # per step, (learner_s, sync_s, trained completion tokens or None)
@@ -352,14 +355,17 @@ class StepCost:
 
     def forecast(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, Forecast] | None:
         """Per k: `predict`'s step and `predict_rollout`'s phase, and the trained tokens' shares by age, from one
-        simulation of the pool (`steady_state`) over the window's lengths; None as for `predict`."""
+        simulation of the pool (`steady_state`) over the lengths of the last `recent` steps, with their median
+        learner seconds; None as for `predict`."""
         fit = self.phase_cost.fit()
         if fit is None or not self.lengths:
             return None
         ks = list(range(self.k_max + 1)) if ks is None else list(ks)
-        state = steady_state([n for step in self.lengths for n in step], completions, ks, self.steps, self.seed)
-        learner_s = statistics.median(learner for learner, *_ in self.learner)  # median: robust to a hiccup
-        sync_s = statistics.median(sync for _, sync, _ in self.learner)
+        # The policy's lengths and the groups its update trains move as it learns: the last `recent` steps'.
+        lengths, learner = list(self.lengths)[-self.recent:], list(self.learner)[-self.recent:]
+        state = steady_state([n for step in lengths for n in step], completions, ks, self.steps, self.seed)
+        learner_s = statistics.median(seconds for seconds, *_ in learner)  # median: robust to a hiccup
+        sync_s = statistics.median(sync for _, sync, _ in learner)
         out = {}
         for k, (work, shares) in state.items():
             rollout_s = fit.seconds(work.decode_steps, work.tokens, work.resumed)

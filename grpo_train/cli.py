@@ -82,12 +82,12 @@ def check_before_start(cfg) -> None:
 
 
 # glibc's mallopt parameters (malloc.h) and the values a training process sets.
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -2, -3, -4
 _HOST_MALLOC = {_M_MMAP_THRESHOLD: 32 * 2**20, _M_TRIM_THRESHOLD: 16 * 2**30, _M_TOP_PAD: 2**30}
-_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
+_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 
-def keep_freed_host_memory() -> bool:
+def keep_freed_host_memory(never_mmap: bool = False) -> bool:
     """Ask glibc to keep freed host memory for reuse instead of returning it to the kernel at once.
 
     By default glibc serves blocks above 128 KiB-32 MiB with fresh mmaps and trims the heap as soon as 128 KiB
@@ -98,11 +98,18 @@ def keep_freed_host_memory() -> bool:
     memory until it ends instead of handing it back between micro-batches. It must run before torch allocates:
     set after the imports it made no difference. Leaves glibc alone where the user set any MALLOC_* tuning
     variable, and on anything but Linux/glibc. Returns whether it was applied.
+
+    never_mmap: blocks above 32 MiB from the heap too (M_MMAP_MAX 0), for a process whose large tensors are
+    allocated and freed every step: `make bench`'s plain PyTorch step, whose [rows, columns, vocabulary] logits
+    and their gradients page-faulted ~2 million pages a step in again (16 rows of SmolLM2 in bf16 on a 2-core
+    EPYC: 14-16 s a step against 12.0-12.5 s with them kept; scripts/bench/plain_yardstick.py). The trainer's
+    update allocates nothing that large (its head runs a few rows at a time) and ran the same with it.
     """
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or any(v in os.environ for v in _MALLOC_ENV):
         return False
     libc = ctypes.CDLL("libc.so.6")
-    return all(libc.mallopt(param, value) == 1 for param, value in _HOST_MALLOC.items())
+    settings = {**_HOST_MALLOC, **({_M_MMAP_MAX: 0} if never_mmap else {})}
+    return all(libc.mallopt(param, value) == 1 for param, value in settings.items())
 
 
 def _config_or_none(args: argparse.Namespace, program: str):

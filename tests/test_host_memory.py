@@ -13,6 +13,7 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc
 # after the call? mallinfo2().hblks counts the blocks that are mmapped.
 PROBE = """
 import ctypes
+import sys
 from grpo_train.cli import keep_freed_host_memory
 
 class MallInfo2(ctypes.Structure):
@@ -32,19 +33,27 @@ def mmapped_blocks_for(size):
     libc.free(block)
     return after - before
 
-print(mmapped_blocks_for(8 << 20), keep_freed_host_memory(), mmapped_blocks_for(8 << 20))
+size, never_mmap = int(sys.argv[1]) << 20, sys.argv[2] == "never_mmap"
+print(mmapped_blocks_for(size), keep_freed_host_memory(never_mmap), mmapped_blocks_for(size))
 """
 
 
-def run_probe(**env: str) -> list[str]:
+def run_probe(mib: int = 8, mode: str = "default", **env: str) -> list[str]:
+    """(mmapped blocks for a block of `mib` MiB before the call, what the call returned, the same after it)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    out = subprocess.run([sys.executable, "-c", PROBE], env={**clean, **env}, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", PROBE, str(mib), mode], env={**clean, **env}, capture_output=True,
+                         text=True, check=True)
     return out.stdout.split()
 
 
 def test_blocks_up_to_32_mib_come_from_the_heap_after_the_call():
     assert run_probe() == ["1", "True", "0"]
+    assert run_probe(64) == ["1", "True", "1"]  # larger ones still have their own mmap
+
+
+def test_never_mmap_serves_every_block_from_the_heap():
+    """make bench's plain step: its [rows, columns, vocabulary] logits are hundreds of MiB."""
+    assert run_probe(64, "never_mmap") == ["1", "True", "0"]
 
 
 def test_a_users_malloc_tuning_is_left_alone():

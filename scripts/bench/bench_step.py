@@ -390,6 +390,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> None:
+    from grpo_train.cli import keep_freed_host_memory
+
+    # Before torch allocates: the plain step's logits (hundreds of MiB) kept in the process between steps, as the
+    # trainer keeps its smaller blocks (grpo-train sets the same for blocks up to 32 MiB), instead of page-faulted
+    # in again every step (plain_yardstick.py's docstring).
+    host_memory_kept = keep_freed_host_memory(never_mmap=True)
     args = parser().parse_args()
     extra = (("ustat.enabled=true",) if args.ustat else ()) + (
         (f"rollout.max_staleness={args.max_staleness}", "algorithm.tis_cap=2") if args.max_staleness else ()) + tuple(
@@ -427,6 +433,7 @@ def main() -> None:
         "peak_gflops_after": peaks_after,
         "run_dir": str(run_dir.relative_to(ROOT)),
         "cpus": os.cpu_count(),
+        "host_memory_kept": host_memory_kept,
     }
     if args.nproc == 1:
         result["mfu"] = summarise_mfu(rows, prompt_tokens_per_step(cfg, total_steps), cfg,

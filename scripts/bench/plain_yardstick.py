@@ -19,6 +19,7 @@ is taken seconds apart.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
@@ -162,6 +163,11 @@ def best_plain_yardstick(cfg, model_path: str, dtype_name: str, completion_len: 
 # The update and the plain step in turns
 
 
+def page_faults() -> int:
+    """This process's minor page faults so far: memory the kernel handed it afresh (zero-filled)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def yardstick_update_batch(cfg, completion_len: int):
     """(UpdateBatch, prompt lengths) of one step's update on the yardstick's tokens: every prompt of step 1 x G rows,
     prompt-major as the trainer's, each with the `completion_len` random tokens `yardstick_batch` gives its row
@@ -214,19 +220,29 @@ def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int,
                                             + head * completion_tokens)
     plain_flops = 6 * params * int(attention_mask.sum())
 
+    faults: dict[str, list[int]] = {"update": [], "plain_step": []}  # minor page faults of each timed one
+
     def timed_update() -> float:
-        started = time.perf_counter()
+        started, before = time.perf_counter(), page_faults()
         learner.update(batch)
+        faults["update"].append(page_faults() - before)
         return time.perf_counter() - started
+
+    def timed_plain_step() -> tuple[float, float]:
+        before = page_faults()
+        seconds = plain_step(model, optimizer, input_ids, attention_mask)
+        faults["plain_step"].append(page_faults() - before)
+        return seconds
 
     for _ in range(2):
         timed_update()
-    plain_step(model, optimizer, input_ids, attention_mask)
+    timed_plain_step()
+    faults = {name: [] for name in faults}
     update_s, forward_backward_s, step_s = [], [], []
     for turn in range(rounds):  # the update first in even rounds, second in odd ones
         if turn % 2 == 0:
             update_s.append(timed_update())
-        forward_backward, step = plain_step(model, optimizer, input_ids, attention_mask)
+        forward_backward, step = timed_plain_step()
         forward_backward_s.append(forward_backward)
         step_s.append(step)
         if turn % 2 == 1:
@@ -245,7 +261,8 @@ def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int,
             "update_vs_plain_step_head_on_completions": vs_step_head,
             "update_vs_plain_step_median": statistics.median(vs_step),
             "update_vs_plain_forward_backward_median": statistics.median(vs_forward_backward),
-            "update_vs_plain_step_head_on_completions_median": statistics.median(vs_step_head)}
+            "update_vs_plain_step_head_on_completions_median": statistics.median(vs_step_head),
+            "page_faults": faults}
 
 
 def paired_text(paired: dict) -> str:

@@ -231,3 +231,11 @@ def test_paired_yardstick_times_the_update_and_the_plain_step_on_the_same_tokens
         assert paired["update_vs_plain_step_head_on_completions"][turn] < paired["update_vs_plain_step"][turn]
     text = plain_yardstick.paired_text(paired)
     assert f"update vs plain step **{paired['update_vs_plain_step_median']:.2f}x" in text
+    assert len(paired["page_faults"]["update"]) == len(paired["page_faults"]["plain_step"]) == 2
+
+
+def test_the_report_checks_the_update_against_the_plain_step_timed_in_turns():
+    assert bench_report.update_vs_plain_goal({"update_vs_plain_step_median": 0.97}).endswith(
+        "**0.97x** (goal >= 0.95x: met).")
+    assert "**0.91x** (goal >= 0.95x: not met)" in bench_report.update_vs_plain_goal(
+        {"update_vs_plain_step_median": 0.91})

@@ -5,8 +5,8 @@
 Reads what each benchmark wrote (bench/verifier.json, rollout.json, step.json, step-2proc.json, profile.json,
 trl.json, step-ustat.json, step-async.json, dispatch.json); a missing file is reported as not run, never filled in.
 Prints the table and checks the benchmark goals: our step time <= 0.5x TRL's, learner MFU >= 45% of
-the measured matmul peak; an update's operations <= 1.15x a plain training step's and its host syncs constant per
-optimizer step (dispatch.json).
+the measured matmul peak, the update >= 0.95x a plain step's rate timed in turns with it (step.json); an update's
+operations <= 1.15x a plain training step's and its host syncs constant per optimizer step (dispatch.json).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ PARTS = {"verifier": "verifier.json", "rollout": "rollout.json", "step": "step.j
 GOAL_STEP_RATIO = 0.5  # ours / TRL
 GOAL_MFU = 0.45
 GOAL_USTAT_OVERHEAD = 0.10  # the U-statistic monitor's share of the step (docs/u-statistics.md)
+GOAL_UPDATE_VS_PLAIN = 0.95  # the update's rate over a plain PyTorch step's, timed in turns (issue #61)
 
 # ----------------------------------------------------------------------------------------------------
 # A projection on paper for Qwen2.5-7B on 8 H100s: published figures, stated assumptions, nothing measured there.
@@ -105,6 +106,13 @@ def _row(*cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def update_vs_plain_goal(paired: dict) -> str:
+    """The goal line of step.json's update against the plain step timed in turns (plain_yardstick.paired_yardstick)."""
+    ratio = paired["update_vs_plain_step_median"]
+    return (f"Update vs plain step, timed in turns: **{ratio:.2f}x** (goal >= {GOAL_UPDATE_VS_PLAIN}x: "
+            f"{'met' if ratio >= GOAL_UPDATE_VS_PLAIN else 'not met'}).")
+
+
 def report_lines(parts: dict[str, dict]) -> list[str]:
     lines = ["# grpo_train benchmarks", ""]
     missing = [PARTS[name] for name in PARTS if name not in parts]
@@ -148,6 +156,8 @@ def report_lines(parts: dict[str, dict]) -> list[str]:
                       f"counted {m['prompt_tokens_counted']}.", ""]
             if "yardstick" in m or "plain_pytorch_gflops" in m:  # the latter: step.json from before the step yardstick
                 lines += [yardstick_text(m), ""]
+            if "paired" in m.get("yardstick", {}):
+                lines += [update_vs_plain_goal(m["yardstick"]["paired"]), ""]
     if "step" in parts and "step_2proc" in parts:
         lines += ["## Scaling on this machine (torchrun)", ""]
         if parts["step"]["setting"] != parts["step_2proc"]["setting"]:

@@ -191,7 +191,7 @@ def yardstick_update_batch(cfg, completion_len: int):
 def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int, rows: int, rounds: int = 3) -> dict:
     """The learner's update (`Learner.update` with the run's config, on `yardstick_update_batch`) and the plain step
     (at `rows` rows: `best_plain_yardstick`'s faster row count) timed in turns in this process, `rounds` times after
-    two warm-up updates and one warm-up plain step, which of the two goes first alternating. Per round, the update's
+    two warm-up updates and plain steps, which of the two goes first alternating. Per round, the update's
     rate over the plain step's, both as model FLOP/s = 6 * params * the tokens each computes (the update: prompts
     counted as `prompt_tokens_computed`, every completion token); and the update's rate counting the output head on
     completion tokens only (the learner projects no prompt position onto the vocabulary). The medians and ranges
@@ -234,9 +234,9 @@ def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int,
         faults["plain_step"].append(page_faults() - before)
         return seconds
 
-    for _ in range(2):
+    for _ in range(2):  # the second of each: its memory already in the process (the first one's page faults)
         timed_update()
-    timed_plain_step()
+        timed_plain_step()
     faults = {name: [] for name in faults}
     update_s, forward_backward_s, step_s = [], [], []
     for turn in range(rounds):  # the update first in even rounds, second in odd ones
@@ -315,3 +315,47 @@ def same_work_text(mfu: dict) -> str:
     update, plain = mfu["update_s_per_completion_median"], mfu["yardstick"]["step_s"] / mfu["yardstick"]["rows"]
     return (f" Per completion trained (the same work): the update {update:.3f} s, the plain step {plain:.3f} s "
             f"(the update {plain / update:.2f}x as fast).")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Alone: the paired measurement of make bench's setting, under a chosen host allocator
+
+KEEP = {"none": None, "trainer": False, "all": True}  # --keep: keep_freed_host_memory's never_mmap, or not called
+
+
+def parser():
+    """The command line (also read by tests/test_docs.py to check the commands in the docs)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="make bench's update and plain step timed in turns in one process, with "
+                                "each timed step's seconds and minor page faults")
+    p.add_argument("--keep", choices=sorted(KEEP), default="all",
+                   help="freed host memory kept in the process: all (as bench_step.py), trainer (blocks up to 32 "
+                   "MiB, as grpo-train), none (glibc's defaults)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rows", type=int, default=16, help="the plain step's rows")
+    p.add_argument("--completion-len", type=int, default=29, help="random completion tokens per row")
+    return p
+
+
+def main() -> None:
+    import json
+
+    from grpo_train.cli import keep_freed_host_memory
+
+    args = parser().parse_args()
+    kept = KEEP[args.keep] is not None and keep_freed_host_memory(never_mmap=KEEP[args.keep])  # before torch loads
+    from bench_step import concrete_precision, load_bench_config
+
+    from grpo_train.models import resolve_model
+
+    precision = concrete_precision("auto")
+    cfg = load_bench_config(ROOT / "bench" / "runs" / "plain-yardstick", 4, precision, 0.04, prompts_per_step=4)
+    paired = paired_yardstick(cfg, resolve_model(cfg.model.name_or_path), precision, args.completion_len, args.rows,
+                              args.rounds)
+    print(json.dumps({"keep": args.keep, "applied": kept, **paired}, indent=1))
+    print(paired_text(paired))
+
+
+if __name__ == "__main__":
+    main()

@@ -43,10 +43,10 @@ bench: bench-verifier
 	$(BIN)/python scripts/bench/bench_rollout.py --prompts 4
 	$(BIN)/python scripts/bench/bench_trl.py --rounds 1 --warmup 1 --steps 5 --prompts-per-step 2
 	$(BIN)/python scripts/bench/bench_step.py --warmup 1 --steps 3 --prompts-per-step 4
-	$(BIN)/python scripts/bench/bench_step.py --ustat --warmup 1 --steps 3 --prompts-per-step 4 --out bench/step-ustat.json
-	$(BIN)/python scripts/bench/bench_step.py --async 1 --warmup 1 --steps 3 --prompts-per-step 4 --out bench/step-async.json
+	$(BIN)/python scripts/bench/bench_step.py --ustat --warmup 1 --steps 3 --prompts-per-step 4 --no-paired --out bench/step-ustat.json
+	$(BIN)/python scripts/bench/bench_step.py --async 1 --warmup 1 --steps 3 --prompts-per-step 4 --no-paired --out bench/step-async.json
 	$(BIN)/python scripts/bench/bench_step.py --nproc 2 --warmup 1 --steps 1 --prompts-per-step 4 --out bench/step-2proc.json
-	$(BIN)/python scripts/bench/bench_step.py --profile --warmup 0 --steps 1 --prompts-per-step 4 --out bench/profile.json
+	$(BIN)/python scripts/bench/bench_step.py --profile --warmup 0 --steps 1 --prompts-per-step 4 --no-paired --out bench/profile.json
 	$(BIN)/python scripts/bench/bench_dispatch.py
 	$(BIN)/python scripts/bench/bench_report.py
 

@@ -385,6 +385,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="a dotted override of the demo config (repeatable), e.g. --set learner.zero_stage=0 to time "
                    "another learner setting against the default's step")
+    p.add_argument("--no-paired", dest="paired", action="store_false",
+                   help="skip timing the update and the plain step in turns after the run (~2 min; make bench times "
+                   "it in the plain step's run only)")
     p.add_argument("--out", type=Path, default=OUT)
     return p
 
@@ -441,7 +444,8 @@ def main() -> None:
                                       peaks[args.precision], args.warmup)
         completion_len = round(result["ours"]["completion_len_mean"])
         yardstick = best_plain_yardstick(cfg, model_path, args.precision, completion_len)
-        yardstick["paired"] = paired_yardstick(cfg, model_path, args.precision, completion_len, yardstick["rows"])
+        if args.paired:
+            yardstick["paired"] = paired_yardstick(cfg, model_path, args.precision, completion_len, yardstick["rows"])
         for rate in ("forward_backward", "step"):
             yardstick[f"{rate}_fraction_of_peak"] = round(yardstick[f"{rate}_gflops"] / peaks[args.precision], 4)
         result["mfu"]["yardstick"] = yardstick

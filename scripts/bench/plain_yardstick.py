@@ -237,7 +237,8 @@ def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int,
     for _ in range(2):  # the second of each: its memory already in the process (the first one's page faults)
         timed_update()
         timed_plain_step()
-    faults = {name: [] for name in faults}
+    for counts in faults.values():  # the warm-ups' left out
+        counts.clear()
     update_s, forward_backward_s, step_s = [], [], []
     for turn in range(rounds):  # the update first in even rounds, second in odd ones
         if turn % 2 == 0:

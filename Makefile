@@ -36,7 +36,8 @@ demo:
 # The benchmarks one after another (never two at once: they time the same 2 cores), then the report:
 # bench/results.json and bench/results.md. From a clean clone: 11 min on a 2-core AMX Xeon (bf16), 11 min on a
 # 2-core AMD EPYC with AVX512-BF16 (bf16), 31 min on a 2-core AMD EPYC without AVX-512 (fp32; 3 min of it built
-# TRL's venv, which now layers TRL alone on ours, ~30 s). Smaller than
+# TRL's venv, which now layers TRL alone on ours, ~30 s); 30-36 min on a slower 2-core AVX512-BF16 EPYC (412 GFLOP/s
+# bf16 peak, 2026-12-06: TRL's part 10 min, each step run 4-6 min with its plain-step yardstick). Smaller than
 # the demo's 8 prompts x G=8 per step so that it fits in 30 minutes: 4 prompts for our step, its 2-process run
 # and its profile, 2 for the comparison with TRL (whose 8 x 8 step takes ~6 min here).
 bench: bench-verifier

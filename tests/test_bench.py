@@ -190,7 +190,7 @@ def test_yardstick_text_against_both_plain_rates_and_old_results():
     assert "Per completion" not in text  # written before the figure
     # Per completion trained: 16 rows in 3.2 s (0.200 s each) against the update's 0.050 s: 4.00x as fast.
     text = plain_yardstick.yardstick_text({"learner_gflops_median": 100.0, "update_s_per_completion_median": 0.05,
-                                      "yardstick": {**y2, "step_s": 3.2}})
+                                           "yardstick": {**y2, "step_s": 3.2}})
     assert "the update 0.050 s, the plain step 0.200 s (the update 4.00x as fast)" in text
     old = {"learner_gflops_median": 100.0, "plain_pytorch_gflops": 200.0, "plain_pytorch_fraction_of_peak": 0.25}
     assert "0.50x the plain pass" in plain_yardstick.yardstick_text(old)  # step.json written before the step yardstick

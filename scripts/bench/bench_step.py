@@ -6,13 +6,13 @@
 
 Runs the trainer (`python -m grpo_train`, a subprocess) on the demo setting, configs/smollm2-arith-demo.yaml:
 SmolLM2-135M-Instruct, synthetic arithmetic with the 3-shot chat prompt, 8 prompts x G = 8 completions of at most 48
-tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO stage 1, eager attention, micro-batches of 16 with the
-prompt shared by its completions packed on top of it, torch.compile). Three changes from the demo, shared with
+tokens per step, vLLM-CPU rollouts, DeepSpeed learner (ZeRO stage 0 with FlatAdamW, eager attention, micro-batches of 32
+with the prompt shared by its completions packed on top of it, torch.compile). Three changes from the demo, shared with
 scripts/bench/bench_trl.py so that both trainers do the same work: the KL term is on (`--kl-coef`, K3, default 0.04: the
-reference model's forward pass is part of a step, and no zero-advantage row is skipped), the lr is constant (as
-TRL's), and `--precision` sets the learner's precision and the rollouts' (by default what the demo's `auto` picks:
-bf16 where bf16 matmuls are native, else fp32). No eval, no samples; the final checkpoint is written after the last
-step, outside the step times.
+reference model's forward pass is part of a step, and no zero-advantage row is skipped), the lr is constant (as TRL's),
+and `--precision` sets the learner's precision and the rollouts' (by default what the demo's `auto` picks: bf16 where
+bf16 matmuls are native, else fp32). No eval, no samples; the final checkpoint is written after the last step, outside
+the step times.
 
 Reports, over the steps after the warm-up: the median step time (`perf/step_s` of metrics.jsonl) and its breakdown
 (rollout, reward, old/ref logprobs, update, weight sync); and, for one process, the learner's model FLOPs

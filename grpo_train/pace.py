@@ -28,11 +28,13 @@ The two sides of a candidate (G, k):
   approximation for longer ones).
 
 The score of a candidate is the MSE of the gradient averaged over one second of training: bias^2 + variance x
-step_s (1 / step_s steps a second average the variance, not the bias). A choice leaves the (G, k) in force only for
-a candidate whose score is lower by more than `rollout.max_staleness_margin` (hysteresis), and only candidates with
-both sides predicted compete. The run starts at k = 1 (k = 0 measures neither resumed requests nor stale weights):
-a measurement, not a choice, so the first choice with predictions takes the best candidate whatever the margin (ties
-go to the smaller k).
+step_s (1 / step_s steps a second average the variance, not the bias). Only candidates with both sides predicted
+compete, and a k >= 1 only where it has earned its staleness: its score beats every smaller k's (same G) in at
+least PACE_CONFIDENCE of PACE_RESAMPLES bootstrap resamples of the steps and phases behind the time side
+(`StepCost.resampled`); otherwise the fresher tokens are kept. A choice leaves the (G, k) in force only for a
+candidate whose score is lower by more than `rollout.max_staleness_margin` (hysteresis). The run starts at k = 1
+(k = 0 measures neither resumed requests nor stale weights): a measurement, not a choice, so the first choice with
+predictions takes the best candidate whatever the margin (ties go to the smaller k).
 With several ranks every rank fits its own phases, and rank 0's choice is the one applied (broadcast).
 
 Wall-clock times drive the choice, so a run with max_staleness auto is not bit-reproducible across machines or
@@ -58,6 +60,12 @@ PACE_WINDOW = 32  # steps of phases, lengths, learner seconds and log-ratio mome
 # its groups carry a reward spread move as it learns (the demo's update 4.65 s a step, median of steps 2-8, then
 # 2.16 s over steps 10-16), while the phase fit's constants are the machine's.
 PACE_RECENT = 8
+# A larger k must earn its staleness: it competes only where its score beats every smaller k's (same G) in at least
+# PACE_CONFIDENCE of PACE_RESAMPLES bootstrap resamples of the steps and phases behind the forecast
+# (`StepCost.resampled`). Where the run's own steps cannot tell two k apart, the fresher tokens are kept: the stale
+# ones' cost beyond the model (a bias the cap hides, a drift the fit has not seen) is never negative.
+PACE_RESAMPLES = 100
+PACE_CONFIDENCE = 0.9
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -213,12 +221,15 @@ class Pace:
             reason, choice = f"step {step}: k stays {self.k}: no prediction yet (the monitor's constants, the " \
                              f"phase fit or the log-ratios' drift)", (monitor.group_size, self.k)
         else:
-            best = min(found, key=lambda c: (c.score, c.k, c.group_size))
+            earned = self.earned(found, completions, step)
+            best = min((c for c in found if earned[c.group_size, c.k] >= PACE_CONFIDENCE),
+                       key=lambda c: (c.score, c.k, c.group_size))
             # The start at k = 1 is a measurement, not a choice: the first choice with predictions takes the best.
             first, self.informed = not self.informed, True
             keep = not first and current is not None and best.score >= (1 - self.margin) * current.score
             choice = (monitor.group_size, self.k) if keep else (best.group_size, best.k)
             table = ", ".join(f"k={c.k}: {c.step_s:.2f} s, MSE x{c.mse / found_k0(found, c).mse:.3f}"
+                              + (f", beats k < {c.k} in {earned[c.group_size, c.k]:.0%}" if c.k else "")
                               for c in sorted(found, key=lambda c: c.k) if c.group_size == choice[0])
             side = "the first choice with predictions" if first else (
                 f"{'within' if keep else 'beyond'} the {self.margin:.0%} margin")
@@ -234,6 +245,21 @@ class Pace:
         rounds.pool.set_bound(self.k)
         self.choices.append({"step": step, "k": self.k, "group_size": monitor.group_size, "reason": reason})
         return reason + resized
+
+    def earned(self, found: list[Candidate], completions: int, step: int) -> dict[tuple[int, int], float]:
+        """Per (G, k) of `found`: the share of PACE_RESAMPLES resamples of the forecast's steps and phases in which
+        its score is below that of every candidate of its G with a smaller k (1 for the smallest k: nothing to
+        beat). The scores' quality side is the point estimate; seeded by the step, so a resumed run repeats it."""
+        draws = self.cost.resampled(completions, PACE_RESAMPLES, seed=step, ks=sorted({c.k for c in found}))
+        scores = {(c.group_size, c.k): c.bias_sq + (c.mse - c.bias_sq) * draws[c.k] for c in found}  # [resamples]
+        out = {}
+        for (g, k), score in scores.items():
+            beats = np.ones(PACE_RESAMPLES, bool)
+            for (g2, k2), other in scores.items():
+                if g2 == g and k2 < k:
+                    beats &= score < other  # a resample without a prediction (NaN) beats nothing
+            out[g, k] = float(beats.mean())
+        return out
 
     # -- after the step: the windows and the metrics -----------------------------------------------------
     def observe(self, step: int, monitor, phase: Phase, lengths: list[int], seconds: dict[str, float],

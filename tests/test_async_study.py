@@ -104,3 +104,10 @@ def test_engine_work_reads_a_runs_steps_by_k(tmp_path):
         {**rows[0], "rollout/engine_steps": 31, "rollout/phase_tokens": 150, "rollout/resumed": 4}] * 3, {}), warmup=1)
     assert len(pooled) == 2 and pooled[0] == {"pool": True, "decode_steps": 31, "tokens": 150, "resumed": 4,
                                               "rollout_s": 2.0}
+
+
+def test_the_hindsight_errors_are_those_of_the_best_constant_and_of_the_mean():
+    spans = [(1, 10.0), (1, 10.0), (1, 10.0), (1, 30.0), (2, 20.0)]  # per step 10, 10, 10, 30, 10
+    assert async_study.hindsight_error(spans) == pytest.approx(0.0, abs=1e-3)  # 10 s a step fits 4 of 5 exactly
+    mean = (10 * 3 + 30 + 20) / 6
+    assert async_study.hindsight_error(spans, mean=True) == pytest.approx((mean - 10) / 10)

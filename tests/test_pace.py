@@ -10,6 +10,7 @@ import pytest
 import torch
 from test_rollout_pool import RandomLengthEngine, problems, train_steps
 
+import grpo_train.pace as pace_module
 from grpo_train.config import load_config
 from grpo_train.pace import Drift, Pace, lognormal_weight_moments, mixed_weight_moments
 from grpo_train.rollout import RolloutPool, SamplingSpec, staleness
@@ -111,15 +112,19 @@ def pace_and_parts(margin: float = 0.1, group_size_auto: bool = False, tis_cap: 
     return pace, monitor, rounds, resized
 
 
-def feed(pace, monitor, steps: int, k: int, decode_s: float, variance_per_age: float, learner_s: float = 0.2):
+def feed(pace, monitor, steps: int, k: int, decode_s: float, variance_per_age: float, learner_s: float = 0.2,
+         noise: float = 0.0, seed: int | None = None):
     """Steps at bound k whose phases cost decode_s per decode step (+ 1 ms per token, 5 ms per resumed request) on
-    long-tailed lengths, with log-ratio variance variance_per_age x age^2 at each age."""
-    rng = np.random.default_rng(k)
+    long-tailed lengths, with log-ratio variance variance_per_age x age^2 at each age; `noise`: each phase's seconds
+    times 1 + noise x a standard normal draw."""
+    rng = np.random.default_rng(k if seed is None else seed)
     for _ in range(steps):
         lengths = [int(n) for n in rng.choice([4, 6, 8, 60], size=16)]
         decode = max(lengths) if k == 0 else int(rng.integers(10, 60))
         resumed = 0 if k == 0 else int(rng.integers(0, 8))
         rollout_s = decode_s * decode + 0.001 * sum(lengths) + 0.005 * resumed + 0.01
+        if noise:
+            rollout_s *= 1 + noise * rng.standard_normal()
         phase = SimpleNamespace(engine_steps=decode, tokens=sum(lengths), resumed=resumed, seconds=rollout_s)
         seconds = {"step": rollout_s + learner_s, "rollout": rollout_s}
         moments = stats({a: (-variance_per_age * a * a / 2, 1e-4 + variance_per_age * a * a) for a in range(k + 1)})
@@ -151,6 +156,30 @@ def test_the_choice_weighs_time_against_the_weights_spread_with_hysteresis():
     assert "the first choice with predictions" in sticky.choose(3, monitor, rounds) and sticky.k == 2
     sticky.k = 1
     assert "within the 90% margin" in sticky.choose(5, monitor, rounds) and sticky.k == 1
+
+
+def test_a_larger_k_must_beat_the_smaller_ones_in_most_resamples(monkeypatch):
+    """Phases whose seconds scatter by 30% around a cost where merging decode steps saves ~10%: the point forecast
+    ranks k = 2 first, but resamples of the same steps and phases put it ahead of k = 0 and k = 1 in under 90% of
+    draws, so the fresher k = 0 is kept; the same steps without the scatter earn k = 2."""
+    pace, monitor, rounds, _ = pace_and_parts()
+    feed(pace, monitor, 12, 1, decode_s=0.002, variance_per_age=0.001, noise=0.3, seed=106)
+    found = pace.candidates(monitor, 16)
+    assert min(found, key=lambda c: c.score).k == 2
+    earned = pace.earned(found, 16, step=3)
+    assert earned[4, 0] == 1.0 and 0.5 < earned[4, 2] < pace_module.PACE_CONFIDENCE
+    line = pace.choose(3, monitor, rounds)
+    assert pace.k == 0 and f"beats k < 2 in {earned[4, 2]:.0%}" in line, line
+    monkeypatch.setattr(pace_module, "PACE_CONFIDENCE", 0.0)  # the point forecast alone: k = 2
+    unsure, monitor, rounds, _ = pace_and_parts()
+    feed(unsure, monitor, 12, 1, decode_s=0.002, variance_per_age=0.001, noise=0.3, seed=106)
+    unsure.choose(3, monitor, rounds)
+    assert unsure.k == 2
+    monkeypatch.undo()
+    sure, monitor, rounds, _ = pace_and_parts()
+    feed(sure, monitor, 12, 1, decode_s=0.002, variance_per_age=0.001, seed=106)
+    sure.choose(3, monitor, rounds)
+    assert sure.k == 2 and min(sure.earned(sure.candidates(monitor, 16), 16, step=3).values()) >= 0.9
 
 
 def test_with_group_size_auto_the_pace_chooses_g_too_and_resizes_the_pool():

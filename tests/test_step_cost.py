@@ -18,6 +18,8 @@ from grpo_train.rollout.step_cost import (
     least_squares,
     phase_work,
     pool_phases,
+    steady_state,
+    steady_states,
 )
 
 TRUE = {"decode_step_s": 0.015, "token_s": 0.0009, "resumed_s": 0.008, "constant_s": 0.1}  # a CPU's, roughly
@@ -325,3 +327,45 @@ def test_a_forecast_follows_the_recent_steps_where_the_policy_moves():
     late = {name: [abs(e) for e in cost.checks["step"].errors[-10:]] for name, cost in (("recent", recent),
                                                                                         ("whole", whole))}
     assert statistics.median(late["recent"]) < 0.1 < statistics.median(late["whole"]), late
+
+
+def test_pools_simulated_together_are_each_pools_own_simulation():
+    rng = np.random.default_rng(3)
+    pools = [[int(n) for n in rng.choice([3, 5, 9, 40], size=32)] for _ in range(3)]
+    together = steady_states(pools, 8, [0, 1, 2], steps=60)
+    for lengths, found in zip(pools, together, strict=True):
+        alone = steady_state(lengths, 8, [0, 1, 2], steps=60)
+        for k in (0, 1, 2):
+            assert found[k][0] == alone[k][0] and np.array_equal(found[k][1], alone[k][1])
+    draws = rng.choice([3, 5, 9, 40], size=(2, 30, 8))
+    stacked = pool_phases(draws, 2)
+    for i in range(2):
+        one = pool_phases(draws[i], 2)
+        assert all(np.array_equal(stacked[key][i], one[key]) for key in one)
+
+
+def test_resamples_of_the_forecast_spread_with_the_steps_and_phases_behind_it():
+    """Steps that repeat exactly resample to the forecast itself; phases that scatter spread every k's seconds; a
+    learner whose seconds scatter spreads each k's as well but not their difference (every k of a resample shares
+    its steps)."""
+    steady, noisy, learner = (StepCost(k_max=2, window=32, recent=8) for _ in range(3))
+    rng = np.random.default_rng(1)
+    lengths = [int(n) for n in rng.choice([4, 8, 16, 120], size=32)]
+    for step in range(16):
+        decode, tokens, resumed = 40 + 7 * (step % 5), sum(lengths) + 50 * (step % 3), 3 * (step % 4)
+        exact = _seconds(decode, tokens, resumed)
+        steady.observe(1, PhaseWork(decode, tokens, resumed, exact), lengths, 2.0, exact + 2.0)
+        scattered = exact * (1 + 0.2 * rng.standard_normal())
+        noisy.observe(1, PhaseWork(decode, tokens, resumed, scattered), lengths, 2.0, scattered + 2.0)
+        learner_s = 2.0 * (1 + 0.3 * rng.standard_normal())
+        learner.observe(1, PhaseWork(decode, tokens, resumed, exact), lengths, learner_s, exact + learner_s)
+    predicted = steady.predict(32)
+    draws = steady.resampled(32, 20, seed=0)
+    for k in (0, 1, 2):
+        assert draws[k] == pytest.approx(np.full(20, predicted[k]), rel=1e-9)
+    spread = noisy.resampled(32, 200, seed=0)
+    assert all(np.std(spread[k]) > 0.01 * np.mean(spread[k]) for k in (0, 1, 2))
+    shared = learner.resampled(32, 200, seed=0)
+    assert np.std(shared[0]) > 0.05 and np.std(shared[2] - shared[0]) < 1e-9
+    assert np.mean(shared[2] - shared[0]) == pytest.approx(predicted[2] - predicted[0], rel=1e-6)
+    assert np.array_equal(noisy.resampled(32, 50, seed=7)[1], noisy.resampled(32, 50, seed=7)[1])  # seeded

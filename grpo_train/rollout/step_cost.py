@@ -67,6 +67,7 @@ yet.
     cost = StepCost(k_max=4, window=64)
     predicted = cost.predict(completions=B * G)   # {k: step seconds or None}, or None before enough steps
     cost.observe(k, PhaseWork(steps, tokens, resumed, rollout_s), lengths, learner_s, step_s=step_s)
+    cost.resampled(completions=B * G, replicates=100, seed=step)   # {k: step seconds of 100 bootstrap resamples}
     cost.checks["step"].median()                   # running median |relative error| at the k in force
     cost.checks["model"].median()                  # the same, the model at each step's realized work
 """
@@ -212,26 +213,28 @@ def pool_phases(lengths: np.ndarray, k: int) -> dict[str, np.ndarray]:
     the completion lengths of the batch due at step i + 1 (C of them, every group of the step together). Returns
     decode_steps, tokens, resumed and resumed_tokens (the paused prefixes prefilled again), one entry per step, and
     age_tokens [steps, k + 1]: the tokens phase s generated for the batch due at s + j, which its update trains j
-    weight versions old (the quality side of k: how many trained tokens are how stale)."""
+    weight versions old (the quality side of k: how many trained tokens are how stale). Leading dimensions of
+    `lengths` ([..., steps, completions]) are independent pools, simulated together ([..., steps] out)."""
     lengths = np.asarray(lengths, np.int64)
-    if lengths.ndim != 2 or k < 0:
+    if lengths.ndim < 2 or k < 0:
         raise ValueError(f"pool_phases: lengths of shape (steps, completions) and k >= 0, not {lengths.shape}, {k}")
-    steps = len(lengths)
+    batch, steps = lengths.shape[:-2], lengths.shape[-2]
     progress = np.zeros_like(lengths)
-    out = {key: np.zeros(steps, np.int64) for key in ("decode_steps", "tokens", "resumed", "resumed_tokens")}
-    out["age_tokens"] = np.zeros((steps, k + 1), np.int64)
+    out = {key: np.zeros((*batch, steps), np.int64) for key in ("decode_steps", "tokens", "resumed", "resumed_tokens")}
+    out["age_tokens"] = np.zeros((*batch, steps, k + 1), np.int64)
     for s in range(steps):
         live = slice(s, min(steps, s + k + 1))  # due at s .. s + k: admitted at max(1, i - k) <= s
-        left = lengths[live] - progress[live]
-        decode = max(int(left[0].max(initial=0)), 0)
-        paused = (progress[live] > 0) & (left > 0)
-        out["resumed"][s] = paused.sum()
-        out["resumed_tokens"][s] = progress[live][paused].sum()
-        advanced = np.minimum(np.maximum(left, 0), decode)
-        out["tokens"][s] = advanced.sum()
-        out["age_tokens"][s, : len(advanced)] = advanced.sum(axis=1)
-        out["decode_steps"][s] = decode
-        progress[live] += advanced
+        done = progress[..., live, :]
+        left = lengths[..., live, :] - done  # [..., live batches, C]
+        decode = np.maximum(left[..., 0, :].max(axis=-1, initial=0), 0)  # [...]: the due batch's longest rest
+        paused = (done > 0) & (left > 0)
+        out["resumed"][..., s] = paused.sum(axis=(-2, -1))
+        out["resumed_tokens"][..., s] = (done * paused).sum(axis=(-2, -1))
+        advanced = np.minimum(np.maximum(left, 0), decode[..., None, None])
+        out["tokens"][..., s] = advanced.sum(axis=(-2, -1))
+        out["age_tokens"][..., s, : advanced.shape[-2]] = advanced.sum(axis=-1)
+        out["decode_steps"][..., s] = decode
+        progress[..., live, :] += advanced
     return out
 
 
@@ -245,15 +248,27 @@ def steady_state(lengths: Sequence[int], completions: int, ks: Sequence[int], st
     A phase's decode steps and resumed requests are the mean over those phases, its tokens the tokens the due
     batches hold (every completion is decoded once, so in the steady state a phase generates a batch's tokens on
     average, at any k). 120 steps: a whole number of equal lengths' periods of k + 1 phases for every k <= 4."""
-    burn, draws = _draws(lengths, completions, ks, steps, seed)
+    return steady_states([lengths], completions, ks, steps, seed)[0]
+
+
+def steady_states(pools: Sequence[Sequence[int]], completions: int, ks: Sequence[int], steps: int = 120,
+                  seed: int = 0) -> list[dict[int, tuple[PhaseWork, np.ndarray]]]:
+    """`steady_state` of each pool of lengths, simulated together (the same seed: the same draws' positions)."""
+    burn, draws = 0, []
+    for lengths in pools:
+        burn, drawn = _draws(lengths, completions, ks, steps, seed)
+        draws.append(drawn)
+    draws = np.stack(draws)  # [pools, burn + steps + max k, completions]
     kept = slice(burn, burn + steps)
-    tokens = float(draws[kept].sum(axis=1).mean())
-    out = {}
+    tokens = draws[:, kept].sum(axis=2).mean(axis=1)
+    out = [{} for _ in pools]
     for k in ks:
-        phases = pool_phases(draws[: burn + steps + k], k)
-        ages = phases["age_tokens"][kept].sum(axis=0)
-        out[k] = (PhaseWork(float(phases["decode_steps"][kept].mean()), tokens, float(phases["resumed"][kept].mean())),
-                  ages / max(ages.sum(), 1))
+        phases = pool_phases(draws[:, : burn + steps + k], k)
+        ages = phases["age_tokens"][:, kept].sum(axis=1)  # [pools, k + 1]
+        decode, resumed = phases["decode_steps"][:, kept].mean(axis=1), phases["resumed"][:, kept].mean(axis=1)
+        for i, found in enumerate(out):
+            found[k] = (PhaseWork(float(decode[i]), float(tokens[i]), float(resumed[i])),
+                        ages[i] / max(ages[i].sum(), 1))
     return out
 
 
@@ -362,8 +377,45 @@ class StepCost:
             return None
         ks = list(range(self.k_max + 1)) if ks is None else list(ks)
         # The policy's lengths and the groups its update trains move as it learns: the last `recent` steps'.
-        lengths, learner = list(self.lengths)[-self.recent:], list(self.learner)[-self.recent:]
-        state = steady_state([n for step in lengths for n in step], completions, ks, self.steps, self.seed)
+        lengths = [n for step in list(self.lengths)[-self.recent:] for n in step]
+        state = steady_state(lengths, completions, ks, self.steps, self.seed)
+        return self._forecast(fit, state, list(self.learner)[-self.recent:])
+
+    def resampled(self, completions: int, replicates: int, seed: int,
+                  ks: Sequence[int] | None = None) -> dict[int, np.ndarray] | None:
+        """Per k, `replicates` step seconds, each `forecast`'s from a bootstrap resample of what it draws on: the
+        recent steps (a step's lengths with its learner seconds) and the window's phases (the fit's), each drawn
+        with replacement (NaN where a resample determines no prediction). Every k of a replicate shares its resample,
+        so the replicates of the difference between two k show whether the run's own steps tell them apart
+        (grpo_train/pace.py: a larger k must beat the smaller ones in most resamples). None as for `predict`."""
+        if self.phase_cost.fit() is None or not self.lengths:
+            return None
+        ks = list(range(self.k_max + 1)) if ks is None else list(ks)
+        rng = np.random.default_rng(seed)
+        steps = list(zip(list(self.lengths)[-self.recent:], list(self.learner)[-self.recent:], strict=True))
+        phases = list(self.phase_cost.phases)
+        fits, picks = [], []
+        for _ in range(replicates):
+            drawn = PhaseCost(max(len(phases), len(TERMS) + 1), self.phase_cost.prior)
+            for i in rng.integers(len(phases), size=len(phases)):
+                drawn.observe(phases[i])
+            fits.append(drawn.fit())
+            picks.append([steps[i] for i in rng.integers(len(steps), size=len(steps))])
+        states = steady_states([[n for lengths, _ in picked for n in lengths] for picked in picks], completions, ks,
+                               self.steps, self.seed)
+        out = {k: np.full(replicates, np.nan) for k in ks}
+        for r, (fit, picked, state) in enumerate(zip(fits, picks, states, strict=True)):
+            if fit is None:
+                continue
+            for k, f in self._forecast(fit, state, [x for _, x in picked]).items():
+                if f.step_s is not None:
+                    out[k][r] = f.step_s
+        return out
+
+    def _forecast(self, fit: PhaseFit, state: dict[int, tuple[PhaseWork, np.ndarray]],
+                  learner: list[tuple]) -> dict[int, Forecast]:
+        """`forecast` from a phase fit, the pool's steady state at each k and the steps' (learner_s, sync_s, trained
+        tokens)."""
         learner_s = statistics.median(seconds for seconds, *_ in learner)  # median: robust to a hiccup
         sync_s = statistics.median(sync for _, sync, _ in learner)
         out = {}

@@ -37,11 +37,13 @@ and a second table follows, per run and averaged over seeds, for every k: the k 
 and the share of the steps spent at each k (every training step, the first included); the median |pace/step_s_error|
 over the run (the step-time prediction against the measured step at the k in force; target within 15%) and
 |pace/step_s_model_error| (the cost model at each step's realized work: without the step's own draws of its longest
-completion and its trained groups); the training minutes (every training step at the mean perf/step_s of the steps
-after the warm-up: the run's training wall-clock without its start-up compilation, which falls mostly on whichever
-run comes first, and without evaluations); and the held-out accuracy per training minute, (accuracy after - accuracy
-before) / those minutes (none without evaluations, `--eval-size 0`). Then auto's "max_staleness auto:" lines, per
-run. The cost fit leaves auto's runs out. """
+completion and its trained groups); beside the first, the same median for a constant step time known in hindsight
+(`hindsight_error`: the best one, and the run's mean step, which a forecast for the choice aims at): what the steps'
+own spread leaves to any forecast that knows neither a step's draws nor a trend; the training minutes (every
+training step at the mean perf/step_s of the steps after the warm-up: the run's training wall-clock without its
+start-up compilation, which falls mostly on whichever run comes first, and without evaluations); and the held-out
+accuracy per training minute, (accuracy after - accuracy before) / those minutes (none without evaluations,
+`--eval-size 0`). Then auto's "max_staleness auto:" lines, per run. The cost fit leaves auto's runs out. """
 
 from __future__ import annotations
 
@@ -144,6 +146,9 @@ def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
     steps = [r for r in rows if "train/loss" in r]
     in_force = [int(r["pace/k"]) if "pace/k" in r else k for r in steps]
     errors = [abs(r["pace/step_s_error"]) for r in steps if r.get("pace/step_s_error") is not None]
+    # The check's measured seconds: each checked step's sum over its span (k + 1 steps at the k in force).
+    spans = [(x + 1, sum(r["perf/step_s"] for r in steps[max(0, i - x): i + 1]))
+             for i, (r, x) in enumerate(zip(steps, in_force, strict=True)) if r.get("pace/step_s_error") is not None]
     model = [abs(r["pace/step_s_model_error"]) for r in steps if r.get("pace/step_s_model_error") is not None]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     measured = [r["perf/step_s"] for r in steps if r["step"] > warmup]
@@ -155,11 +160,24 @@ def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
         "k_share": {str(x): round(in_force.count(x) / len(in_force), 3) for x in sorted(set(in_force))},
         "step_s_error_median": round(statistics.median(errors), 4) if errors else None,
         "step_s_model_error_median": round(statistics.median(model), 4) if model else None,
+        "step_s_error_hindsight": round(hindsight_error(spans), 4) if spans else None,
+        "step_s_error_mean": round(hindsight_error(spans, mean=True), 4) if spans else None,
         "train_minutes": round(minutes, 3),
         "accuracy_per_minute": round(gain / minutes, 4) if gain is not None and minutes else None,
         "choices": [line.strip() for line in log.read_text().splitlines() if line.startswith("max_staleness auto:")]
         if log.exists() else [],
     }
+
+
+def hindsight_error(spans: list[tuple[int, float]], mean: bool = False, grid: int = 2000) -> float:
+    """The median |relative error| over the checked spans ((steps, measured seconds) pairs) of a constant step time
+    known in hindsight: the best one (on a `grid`-point grid between the fastest and the slowest step), or with
+    `mean` the run's mean step, which a forecast for the choice aims at (seconds per step: the mean, not the typical
+    step). Neither knows a step's own draws (its longest completion, how many groups it trains) or a trend."""
+    per_step = [m / n for n, m in spans]
+    candidates = [sum(m for _, m in spans) / sum(n for n, _ in spans)] if mean else np.linspace(
+        min(per_step), max(per_step), grid)
+    return float(min(statistics.median(abs(c * n - m) / m for n, m in spans) for c in candidates))
 
 
 def _share(share: dict) -> str:
@@ -169,14 +187,17 @@ def _share(share: dict) -> str:
 def pace_table(results: list[dict], ks: list) -> None:
     """The second table (module docstring): per run, then the means over seeds per k."""
     print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {'|step err| med':>14} "
-          f"{'|model err| med':>15} {'train min':>9} {'acc gain/min':>12}  k per step")
+          f"{'hindsight':>9} {'mean':>6} {'|model err| med':>15} {'train min':>9} {'acc gain/min':>12}  k per step")
     for r in results:
         err = f"{r['step_s_error_median']:.1%}" if r["step_s_error_median"] is not None else "-"
+        floor = r.get("step_s_error_hindsight")
+        floor = f"{floor:.1%}" if floor is not None else "-"
+        mean = f"{r['step_s_error_mean']:.1%}" if r.get("step_s_error_mean") is not None else "-"
         model = r.get("step_s_model_error_median")
         model = f"{model:.1%}" if model is not None else "-"
         acc = f"{r['accuracy_per_minute']:.4f}" if r["accuracy_per_minute"] is not None else "-"
-        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} {model:>15} "
-              f"{r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
+        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} {floor:>9} "
+              f"{mean:>6} {model:>15} {r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
     for k in ks:
         mine = [r for r in results if r["k"] == k]
         share = {x: statistics.mean(r["k_share"].get(x, 0.0) for r in mine)
@@ -184,11 +205,15 @@ def pace_table(results: list[dict], ks: list) -> None:
         errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
         accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
         models = [r["step_s_model_error_median"] for r in mine if r.get("step_s_model_error_median") is not None]
+        floors = [r["step_s_error_hindsight"] for r in mine if r.get("step_s_error_hindsight") is not None]
         err = f"{statistics.mean(errors):.1%}" if errors else "-"
+        floor = f"{statistics.mean(floors):.1%}" if floors else "-"
+        means = [r["step_s_error_mean"] for r in mine if r.get("step_s_error_mean") is not None]
+        mean = f"{statistics.mean(means):.1%}" if means else "-"
         model = f"{statistics.mean(models):.1%}" if models else "-"
         acc = f"{statistics.mean(accs):.4f}" if accs else "-"
         print(f"{k!s:>4} {'mean':>4} {','.join(str(r['k_last']) for r in mine):>8} {_share(share):>20} {err:>14} "
-              f"{model:>15} {statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
+              f"{floor:>9} {mean:>6} {model:>15} {statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
     for r in results:  # auto's choices, as its console printed them
         for line in r["choices"]:
             print(f"k{r['k']}-seed{r['seed']}: {line}")

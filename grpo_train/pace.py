@@ -250,7 +250,9 @@ class Pace:
         """Per (G, k) of `found`: the share of PACE_RESAMPLES resamples of the forecast's steps and phases in which
         its score is below that of every candidate of its G with a smaller k (1 for the smallest k: nothing to
         beat). The scores' quality side is the point estimate; seeded by the step, so a resumed run repeats it."""
-        draws = self.cost.resampled(completions, PACE_RESAMPLES, seed=step, ks=sorted({c.k for c in found}))
+        ks = sorted({c.k for c in found})
+        draws = self.cost.resampled(completions, PACE_RESAMPLES, seed=step, ks=ks) or {
+            k: np.full(PACE_RESAMPLES, np.nan) for k in ks}  # nothing to resample: the smallest k only
         scores = {(c.group_size, c.k): c.bias_sq + (c.mse - c.bias_sq) * draws[c.k] for c in found}  # [resamples]
         out = {}
         for (g, k), score in scores.items():

@@ -369,3 +369,7 @@ def test_resamples_of_the_forecast_spread_with_the_steps_and_phases_behind_it():
     assert np.std(shared[0]) > 0.05 and np.std(shared[2] - shared[0]) < 1e-9
     assert np.mean(shared[2] - shared[0]) == pytest.approx(predicted[2] - predicted[0], rel=1e-6)
     assert np.array_equal(noisy.resampled(32, 50, seed=7)[1], noisy.resampled(32, 50, seed=7)[1])  # seeded
+    exact = _seconds(40, sum(lengths), 0)
+    for _ in range(6):  # steps that kept no completion lengths are left out of the resamples, not simulated empty
+        steady.observe(1, PhaseWork(40, sum(lengths), 0, exact), [], 2.0, exact + 2.0)
+    assert not np.isnan(steady.resampled(32, 50, seed=0)[0]).any()

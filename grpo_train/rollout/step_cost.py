@@ -392,7 +392,10 @@ class StepCost:
             return None
         ks = list(range(self.k_max + 1)) if ks is None else list(ks)
         rng = np.random.default_rng(seed)
-        steps = list(zip(list(self.lengths)[-self.recent:], list(self.learner)[-self.recent:], strict=True))
+        steps = [(n, x) for n, x in zip(list(self.lengths)[-self.recent:], list(self.learner)[-self.recent:],
+                                        strict=True) if n]  # a resample of steps without lengths simulates nothing
+        if not steps:
+            return None
         phases = list(self.phase_cost.phases)
         fits, picks = [], []
         for _ in range(replicates):

@@ -373,3 +373,7 @@ def test_resamples_of_the_forecast_spread_with_the_steps_and_phases_behind_it():
     for _ in range(6):  # steps that kept no completion lengths are left out of the resamples, not simulated empty
         steady.observe(1, PhaseWork(40, sum(lengths), 0, exact), [], 2.0, exact + 2.0)
     assert not np.isnan(steady.resampled(32, 50, seed=0)[0]).any()
+    prior = StepCost(k_max=1, window=8, prior=TRUE)  # no phase yet: every resample is the prior's forecast
+    prior.lengths.append(lengths)
+    prior.learner.append((2.0, 0.1, None))
+    assert prior.resampled(32, 5, seed=0)[1] == pytest.approx(np.full(5, prior.predict(32)[1]))

@@ -400,7 +400,7 @@ class StepCost:
         fits, picks = [], []
         for _ in range(replicates):
             drawn = PhaseCost(max(len(phases), len(TERMS) + 1), self.phase_cost.prior)
-            for i in rng.integers(len(phases), size=len(phases)):
+            for i in rng.integers(len(phases), size=len(phases)) if phases else ():  # none: the prior's fit
                 drawn.observe(phases[i])
             fits.append(drawn.fit())
             picks.append([steps[i] for i in rng.integers(len(steps), size=len(steps))])

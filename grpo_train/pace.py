@@ -182,6 +182,7 @@ class Pace:
         self.choices: list[dict] = []  # {"step", "k", "group_size", "reason"}
         self.warm = False  # this process has trained a step: its first (compilation, allocation) stays out
         self.informed = False  # a choice with predictions was made (the hysteresis applies from the next one)
+        self.earned_shares: dict[int, float] = {}  # the last choice's `earned`, per k at its G: logged once
 
     # -- the two sides ------------------------------------------------------------------------------------
     def candidates(self, monitor, completions: int) -> list[Candidate] | None:
@@ -228,6 +229,7 @@ class Pace:
             first, self.informed = not self.informed, True
             keep = not first and current is not None and best.score >= (1 - self.margin) * current.score
             choice = (monitor.group_size, self.k) if keep else (best.group_size, best.k)
+            self.earned_shares = {k: share for (g, k), share in earned.items() if g == choice[0]}
             table = ", ".join(f"k={c.k}: {c.step_s:.2f} s, MSE x{c.mse / found_k0(found, c).mse:.3f}"
                               + (f", beats k < {c.k} in {earned[c.group_size, c.k]:.0%}" if c.k else "")
                               for c in sorted(found, key=lambda c: c.k) if c.group_size == choice[0])
@@ -297,6 +299,8 @@ class Pace:
                 metrics[f"pace/mse_ratio/{c.k}"] = c.mse / found_k0(found, c).mse
                 metrics[f"pace/ess_fraction/{c.k}"] = c.ess_fraction
                 metrics[f"pace/g_star/{c.k}"] = c.g_star
+        metrics.update({f"pace/earned/{k}": share for k, share in self.earned_shares.items()})
+        self.earned_shares = {}  # the choice's step only
         predicted = metrics.get(f"pace/step_s/{self.k}")
         if predicted is not None:
             metrics["pace/step_s_predicted"] = predicted

@@ -170,6 +170,11 @@ def test_a_larger_k_must_beat_the_smaller_ones_in_most_resamples(monkeypatch):
     assert earned[4, 0] == 1.0 and 0.5 < earned[4, 2] < pace_module.PACE_CONFIDENCE
     line = pace.choose(3, monitor, rounds)
     assert pace.k == 0 and f"beats k < 2 in {earned[4, 2]:.0%}" in line, line
+    phase = SimpleNamespace(engine_steps=40, tokens=200, resumed=0, seconds=0.3)
+    logged = [pace.observe(3 + i, monitor, phase, [10] * 16, {"step": 0.5, "rollout": 0.3}, {}) for i in range(2)]
+    assert {key: v for key, v in logged[0].items() if key.startswith("pace/earned/")} == {
+        f"pace/earned/{k}": earned[4, k] for k in (0, 1, 2)}
+    assert not any(key.startswith("pace/earned/") for key in logged[1])  # the choice's step only
     monkeypatch.setattr(pace_module, "PACE_CONFIDENCE", 0.0)  # the point forecast alone: k = 2
     unsure, monitor, rounds, _ = pace_and_parts()
     feed(unsure, monitor, 12, 1, decode_s=0.002, variance_per_age=0.001, noise=0.3, seed=106)

@@ -312,6 +312,7 @@ class Pace:
         return {"k": self.k, "informed": self.informed, "choices": self.choices, "drift": self.drift.state_dict(),
                 "prior": c.phase_cost.prior, "phases": [asdict(w) for w in c.phase_cost.phases],
                 "lengths": [list(n) for n in c.lengths], "learner": [list(x) for x in c.learner],
+                "bounds": list(c.bounds),
                 "checks": {name: {"errors": e.errors, "missing": e.missing, "pairs": [list(p) for p in e.pairs]}
                            for name, e in c.checks.items()}}
 
@@ -326,6 +327,8 @@ class Pace:
         c.lengths.extend(list(n) for n in state["lengths"])
         c.learner.clear()
         c.learner.extend((*x, None)[:3] for x in state["learner"])  # a checkpoint before the trained tokens: None
+        c.bounds.clear()
+        c.bounds.extend(state.get("bounds", []))  # a checkpoint before the bounds were kept: none (settled)
         for name, e in state["checks"].items():
             c.checks[name].errors, c.checks[name].missing = list(e["errors"]), int(e["missing"])
             c.checks[name].pairs = [tuple(p) for p in e["pairs"]]

@@ -204,6 +204,7 @@ def test_the_pace_state_restores_its_predictions_and_choices():
     assert restored.k == pace.k and restored.choices == pace.choices
     assert restored.candidates(monitor, 16) == pace.candidates(monitor, 16)
     assert restored.cost.checks["step"].errors == pace.cost.checks["step"].errors
+    assert list(restored.cost.bounds) == list(pace.cost.bounds) == [1, 1, 1]
     model = pace.cost.checks["model"]
     assert model.errors and restored.cost.checks["model"].errors == model.errors
     assert restored.cost.learner_line() == pace.cost.learner_line() is not None

@@ -51,7 +51,10 @@ grpo_train/pace.py uses it for the trainer's choice.
    at the step's realized work: the phase fit at its measured decode steps, tokens and resumed requests, plus the
    learner's seconds as a line in the trained completion tokens (c0 + c1 x tokens, coefficients >= 0, over the
    window; with skip_zero_advantage a step trains 0 to all of its groups, and its update time follows). "model"
-   tests the cost model itself; "step" what a choice relies on.
+   tests the cost model itself; "step" what a choice relies on. A step in a change of bound is not checked, nor a
+   span that holds one: one of the last K + 1 steps ran at another bound, K the largest bound in force over the last
+   k_max + 1 steps (after k -> k' the groups admitted under k keep their deadlines for up to k steps, and a raised
+   bound fills the pool in one long phase): its work is neither k's nor k''s.
 
 Assumptions (where they fail, the prediction does): every request of a phase advances one token per engine step
 from its first (its prefill, resumed prefixes included, fits one step; the engine holds (k + 1) x C sequences:
@@ -354,6 +357,7 @@ class StepCost:
         # per step, (learner_s, sync_s, trained completion tokens or None)
         self.learner: deque[tuple[float, float, float | None]] = deque(maxlen=window)
         self.checks = {"step": RelativeErrors(), "rollout": RelativeErrors(), "model": RelativeErrors()}
+        self.bounds: deque[int] = deque(maxlen=k_max + 1)  # the bound in force at each of the last steps
 
     def predict(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
         """Predicted seconds per step at each k of `ks` (default 0 .. k_max) for batches of `completions` (B x G on
@@ -459,12 +463,15 @@ class StepCost:
         """A step at staleness bound k: its phase's work and seconds, its completions' lengths, its learner seconds
         (step_s - rollout_s), its weight push's and the completion tokens its update trained (None: not known). First
         checks the prediction from the steps before against the measured step (and rollout, and the model at this
-        step's work), over the last k + 1 steps (`checks`); returns the step's relative error, or None without one."""
-        found = self.forecast(len(lengths), [k]) if lengths else None
+        step's work), over the last k + 1 steps (`checks`; none in a change of bound, item 4); returns the step's
+        relative error, or None without one."""
+        self.bounds.append(k)
+        settled = all(b == k for b in list(self.bounds)[-(max(self.bounds) + 1):])  # not in a change of bound
+        found = self.forecast(len(lengths), [k]) if lengths and settled else None
         rollout_s, predicted_s = (found[k].rollout_s, found[k].step_s) if found is not None else (None, None)
         self.checks["rollout"].add(rollout_s, work.seconds, span=k + 1)
         error = self.checks["step"].add(predicted_s, step_s, span=k + 1)
-        model = None if trained_tokens is None else self.model_seconds(k, work, trained_tokens)
+        model = None if trained_tokens is None or not settled else self.model_seconds(k, work, trained_tokens)
         self.checks["model"].add(model, step_s, span=k + 1)
         self.phase_cost.observe(work)
         self.lengths.append(list(lengths))

@@ -164,7 +164,11 @@ class Candidate:
     @property
     def score(self) -> float:
         """bias^2 + variance x step_s: the MSE of the gradient averaged over one second of training."""
-        return self.bias_sq + (self.mse - self.bias_sq) * self.step_s
+        return self.score_at(self.step_s)
+
+    def score_at(self, step_s):
+        """The score were a step `step_s` seconds (a float, or an array of them)."""
+        return self.bias_sq + (self.mse - self.bias_sq) * step_s
 
 
 class Pace:
@@ -255,7 +259,7 @@ class Pace:
         ks = sorted({c.k for c in found})
         draws = self.cost.resampled(completions, PACE_RESAMPLES, seed=step, ks=ks) or {
             k: np.full(PACE_RESAMPLES, np.nan) for k in ks}  # nothing to resample: the smallest k only
-        scores = {(c.group_size, c.k): c.bias_sq + (c.mse - c.bias_sq) * draws[c.k] for c in found}  # [resamples]
+        scores = {(c.group_size, c.k): c.score_at(draws[c.k]) for c in found}  # [resamples]
         out = {}
         for (g, k), score in scores.items():
             beats = np.ones(PACE_RESAMPLES, bool)

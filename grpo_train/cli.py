@@ -81,9 +81,12 @@ def check_before_start(cfg) -> None:
         check_context_length(cfg.model.max_model_len, cfg.model.name_or_path, local)
 
 
-# glibc's mallopt parameters (malloc.h) and the values a training process sets.
+# glibc's mallopt parameters (malloc.h) and the values a training process sets. mallopt takes a C int: a trim
+# threshold of 16 GiB (as this once set) reached glibc as 0, trimming the heap down to its top pad on every free;
+# -1 is mallopt(3)'s "disables trimming completely".
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -2, -3, -4
-_HOST_MALLOC = {_M_MMAP_THRESHOLD: 32 * 2**20, _M_TRIM_THRESHOLD: 16 * 2**30, _M_TOP_PAD: 2**30}
+_NEVER_TRIM = -1
+_HOST_MALLOC = {_M_MMAP_THRESHOLD: 32 * 2**20, _M_TRIM_THRESHOLD: _NEVER_TRIM, _M_TOP_PAD: 2**30}
 _MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 
@@ -94,7 +97,7 @@ def keep_freed_host_memory(never_mmap: bool = False) -> bool:
     are free at its top, so on a CPU learner every micro-batch's activations and gradients page-fault their
     memory in again. Timing the SmolLM2 update of a 4 x 8 batch in bf16 on 2 cores, six updates in a process:
     4.7-5.3 s per update and 11-15 s of kernel time per run without this; with blocks up to 32 MiB from the heap,
-    no trimming below 16 GiB and the heap grown 1 GiB at a time, 4.1-4.5 s and 6-8 s. The process keeps its peak
+    no trimming and the heap grown 1 GiB at a time, 4.1-4.5 s and 6-8 s. The process keeps its peak
     memory until it ends instead of handing it back between micro-batches. It must run before torch allocates:
     set after the imports it made no difference. Leaves glibc alone where the user set any MALLOC_* tuning
     variable, and on anything but Linux/glibc. Returns whether it was applied.
@@ -108,7 +111,10 @@ def keep_freed_host_memory(never_mmap: bool = False) -> bool:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or any(v in os.environ for v in _MALLOC_ENV):
         return False
     libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    libc.mallopt.restype = ctypes.c_int
     settings = {**_HOST_MALLOC, **({_M_MMAP_MAX: 0} if never_mmap else {})}
+    assert all(-2**31 <= value < 2**31 for value in settings.values()), "mallopt takes a C int"
     return all(libc.mallopt(param, value) == 1 for param, value in settings.items())
 
 

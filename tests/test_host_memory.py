@@ -58,3 +58,23 @@ def test_never_mmap_serves_every_block_from_the_heap():
 
 def test_a_users_malloc_tuning_is_left_alone():
     assert run_probe(MALLOC_TOP_PAD_="0") == ["1", "False", "1"]
+
+
+# In a fresh interpreter, every block from the heap: the heap's size (mallinfo2().arena) while a block larger than
+# glibc's top pad (1 GiB here) is held, and after it is freed. Untouched, it costs address space, not memory.
+TRIM_PROBE = PROBE.split("size, never_mmap")[0] + """
+print(keep_freed_host_memory(True))
+block = libc.malloc(3 << 29)
+held = libc.mallinfo2().arena
+libc.free(block)
+print(held >= 3 << 29, held - libc.mallinfo2().arena)
+"""
+
+
+def test_a_freed_block_larger_than_the_top_pad_stays_in_the_heap():
+    """No trimming at all: mallopt takes a C int, and a 16 GiB trim threshold once reached glibc as 0, so every
+    free trimmed the heap down to its 1 GiB top pad and the plain step's fp32 logits (~1 GiB a tensor) page-faulted
+    ~420 thousand pages a step in again."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], env=clean, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "0"]

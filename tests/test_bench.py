@@ -196,6 +196,44 @@ def test_yardstick_text_against_both_plain_rates_and_old_results():
     assert "0.50x the plain pass" in plain_yardstick.yardstick_text(old)  # step.json written before the step yardstick
 
 
+def test_the_plain_step_is_timed_at_a_row_count_only_where_it_fits_in_memory(monkeypatch):
+    """Micro-batches of 32 rows, G = 8: 16 rows timed first. It started at 1 GiB resident and peaked at 15 GiB, so
+    32 rows project to 29 GiB: with 24 GiB in reach (5 resident + 19 available) they are skipped and named; with
+    40 GiB in reach both are timed and the faster is the yardstick."""
+    from types import SimpleNamespace
+
+    gib = 2**30
+    cfg = SimpleNamespace(learner=SimpleNamespace(micro_batch_size=32), algorithm=SimpleNamespace(group_size=8))
+    timed = []
+
+    def fake_step(cfg, model_path, dtype_name, completion_len, rows):
+        timed.append(rows)
+        return {"rows": rows, "step_gflops": 100.0 + rows, "forward_backward_gflops": 120.0 + rows}
+
+    resident = iter([1 * gib, 5 * gib, 5 * gib])  # before 16 rows; at the check for 32; before 32 rows
+    monkeypatch.setattr(plain_yardstick, "plain_step_yardstick", fake_step)
+    monkeypatch.setattr(plain_yardstick, "resident_bytes", lambda: next(resident))
+    monkeypatch.setattr(plain_yardstick, "peak_resident_bytes", lambda: 15 * gib)
+    monkeypatch.setattr(plain_yardstick, "available_bytes", lambda: 19 * gib)
+    y = plain_yardstick.best_plain_yardstick(cfg, "model", "fp32", 29)
+    assert timed == [16] and y["rows"] == 16 and list(y["by_rows"]) == ["16"]
+    assert y["skipped_rows"] == {"32": "needs ~29.0 GiB of host memory, 24.0 GiB in reach"}
+    assert plain_yardstick.projected_peak(16, 1 * gib, 15 * gib, 32) == 29 * gib
+    resident = iter([1 * gib, 5 * gib, 5 * gib])
+    monkeypatch.setattr(plain_yardstick, "available_bytes", lambda: 35 * gib)
+    timed.clear()
+    y = plain_yardstick.best_plain_yardstick(cfg, "model", "fp32", 29)
+    assert timed == [16, 32] and y["rows"] == 32 and "skipped_rows" not in y
+    # The report names the skipped row count.
+    y = {"rows": 16, "columns": 295, "tokens": 4712, "completion_tokens_per_row": 29, "dtype": "fp32",
+         "attn_implementation": "eager", "compiled": True, "forward_backward_gflops": 120.0, "step_gflops": 116.0,
+         "forward_backward_fraction_of_peak": 0.7, "step_fraction_of_peak": 0.68,
+         "by_rows": {"16": {"step_gflops": 116.0, "forward_backward_gflops": 120.0}},
+         "skipped_rows": {"32": "needs ~29.0 GiB of host memory, 24.0 GiB in reach"}}
+    text = plain_yardstick.yardstick_text({"learner_gflops_median": 100.0, "yardstick": y})
+    assert "; 32 rows not timed: needs ~29.0 GiB of host memory, 24.0 GiB in reach)" in text
+
+
 def test_yardstick_rows_are_the_update_micro_batch():
     """tiny-cpu: micro-batches of 8 rows, G = 4: the first 2 prompts of step 1, 4 rows each, + 5 random tokens."""
     cfg = load_config(str(REPO / "configs" / "tiny-cpu.yaml"))

@@ -9,7 +9,8 @@ tokens), the loss over every real position (transformers' `labels`), backward an
 step; no DeepSpeed, no prompt sharing. Its rate is model FLOP/s = 6 * params * real tokens / time, with and without
 the optimizer step.
 
-`best_plain_yardstick` times it at the learner's micro-batch rows and at half of them, after the training run.
+`best_plain_yardstick` times it at half the learner's micro-batch rows and at all of them where they fit in memory,
+after the training run.
 `paired_yardstick` then times the learner's own update (`grpo_train.learner.Learner.update`, the run's config) and
 the plain step in turns in one process, on the same prompts and completion tokens: the timings of a 2-core machine
 drift 10-50% between runs minutes apart (the plain step alone measured 267-294 GFLOP/s in two runs of the same code
@@ -146,17 +147,61 @@ def plain_step_yardstick(cfg, model_path: str, dtype_name: str, completion_len: 
 
 
 def best_plain_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int) -> dict:
-    """`plain_step_yardstick` at the learner's micro-batch rows and at half of them (down to one group of G rows):
-    the faster plain step is the yardstick (a plain loop would split the same tokens the way it runs fastest; at 32
-    rows of ~300 columns in bf16 on a 2-core AMX Xeon the plain step ran at 257-330 GFLOP/s, at 16 rows 464-519),
-    with every row count's rates in `by_rows`."""
+    """`plain_step_yardstick` at half the learner's micro-batch rows (down to one group of G rows) and at all of
+    them: the faster plain step is the yardstick (a plain loop would split the same tokens the way it runs fastest
+    and fits in memory; at 32 rows of ~300 columns in bf16 on a 2-core AMX Xeon the plain step ran at 257-330
+    GFLOP/s, at 16 rows 464-519), with every row count's rates in `by_rows`. A larger row count whose projected
+    peak host memory (`projected_peak`) does not fit in what this process can reach is not timed, and named in
+    `skipped_rows` with its projection: in fp32 on a 2-core EPYC with 24 GiB the 16-row plain step (eager
+    attention) peaked at 14.8 GiB, and the 32-row one was killed for memory."""
     micro, g = cfg.learner.micro_batch_size, cfg.algorithm.group_size
-    counts = [micro] + ([micro // 2] if micro // 2 >= g else [])
-    timed = [plain_step_yardstick(cfg, model_path, dtype_name, completion_len, rows=r) for r in counts]
+    counts = ([micro // 2] if micro // 2 >= g else []) + [micro]
+    timed, skipped, footprint = [], {}, None  # footprint: (rows, resident bytes before, peak resident bytes)
+    for rows in counts:
+        if footprint is not None:
+            need, room = projected_peak(*footprint, rows), resident_bytes() + available_bytes()
+            if need > HOST_MEMORY_SHARE * room:
+                skipped[str(rows)] = (f"needs ~{need / 2**30:.1f} GiB of host memory, "
+                                      f"{room / 2**30:.1f} GiB in reach")
+                continue
+        before = resident_bytes()
+        timed.append(plain_step_yardstick(cfg, model_path, dtype_name, completion_len, rows=rows))
+        footprint = (rows, before, peak_resident_bytes())
     best = max(timed, key=lambda y: y["step_gflops"])
     return {**best, "by_rows": {str(y["rows"]): {"step_gflops": y["step_gflops"],
                                                  "forward_backward_gflops": y["forward_backward_gflops"]}
-                                for y in timed}}
+                                for y in timed}, **({"skipped_rows": skipped} if skipped else {})}
+
+
+HOST_MEMORY_SHARE = 0.9  # of what the process can reach, the most a projected plain step may take
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (/proc/self/statm), freed heap it keeps included."""
+    import os
+
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_resident_bytes() -> int:
+    """The most this process has held resident so far (getrusage's ru_maxrss, KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def available_bytes() -> int:
+    """Memory the kernel can still hand out without swapping (/proc/meminfo's MemAvailable)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable line")
+
+
+def projected_peak(rows_timed: int, before: int, peak: int, rows: int) -> int:
+    """The peak resident bytes of a plain step at `rows` rows, from one timed at `rows_timed` that started at
+    `before` and peaked at `peak`: everything it added taken as growing with the rows. Weights and optimizer state
+    do not, and ru_maxrss is the whole process's high-water mark, so this errs high: a row count it skips might
+    have fitted, one it keeps does."""
+    return before + (peak - before) * rows // rows_timed
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -296,6 +341,7 @@ def yardstick_text(mfu: dict) -> str:
     by_rows = y.get("by_rows", {})
     faster = (f"; the faster of {' and '.join(by_rows)} rows a step: "
               + ", ".join(f"{v['step_gflops']:.0f}" for v in by_rows.values()) + " GFLOP/s") if len(by_rows) > 1 else ""
+    faster += "".join(f"; {rows} rows not timed: {why}" for rows, why in y.get("skipped_rows", {}).items())
     compiled = "compiled as the learner's (learner.compile)" if y["compiled"] else "not compiled"
     return (f"Yardstick: a plain PyTorch step of the same model ({y['dtype']}, {y['attn_implementation']} attention, "
             f"{compiled}; {y['rows']} rows of the demo's rendered prompts + {y['completion_tokens_per_row']} random "

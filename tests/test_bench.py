@@ -277,3 +277,20 @@ def test_the_report_checks_the_update_against_the_plain_step_timed_in_turns():
         "**0.97x** (goal >= 0.95x: met).")
     assert "**0.91x** (goal >= 0.95x: not met)" in bench_report.update_vs_plain_goal(
         {"update_vs_plain_step_median": 0.91})
+
+
+def test_dispatch_counts_leave_bf16_out_where_its_matmuls_are_emulated():
+    """With native bf16 the headline is ZeRO-0 in bf16 with the three variants beside it; without (a bf16 update
+    of this size took hours there), ZeRO-0 in fp32 with ZeRO-2 in fp32 beside it, the bf16 ones named in the report."""
+    headline, counted, skipped = bench_dispatch.counted_settings(True)
+    assert headline == (0, "bf16") and counted == bench_dispatch.VARIANTS and skipped == {}
+    headline, counted, skipped = bench_dispatch.counted_settings(False)
+    assert headline == (0, "fp32") and counted == {"ZeRO-2, fp32": (2, "fp32")}
+    assert list(skipped) == ["ZeRO-0, bf16", "ZeRO-2, bf16"]
+    update = {1: _counted(500, 9, {}), 2: _counted(600, 9, {})}
+    result = bench_dispatch.summarise(update, update, _counted(500, 9, {}), {"head": "fused head"},
+                                      headline="ZeRO-0, fp32")
+    result["not_counted"] = skipped
+    text = "\n".join(bench_report.report_lines({"dispatch": result}))
+    assert "Not counted: ZeRO-0, bf16 and ZeRO-2, bf16 (this machine's bf16 matmuls are emulated" in text
+    assert "ZeRO-0, fp32, one process" in text

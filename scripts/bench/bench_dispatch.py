@@ -8,7 +8,8 @@ the same model, dtype and tokens: forward, cross-entropy of the completion token
 (`logits_to_keep`, the positions the update projects), backward, one `torch.optim.AdamW(fused=True)` step. The
 headline is the learner as configs/qwen2.5-0.5b-gsm8k.yaml runs it (ZeRO-0, so the flat-buffer FlatAdamW, bf16);
 ZeRO-0 in fp32 and DeepSpeed's ZeRO-2 in bf16 and fp32 are counted beside it (`VARIANTS`), each against the plain
-step of its dtype. Each is counted on its second call (the first, on a 2-row batch, creates the
+step of its dtype (on a machine without native bf16 matmuls the fp32 ones only: `counted_settings`). Each is
+counted on its second call (the first, on a 2-row batch, creates the
 optimizer state), under a TorchDispatchMode (`DispatchCounter`):
 - operations: every aten / c10d operation that reaches the dispatcher below autograd, views excluded (schemas whose
   output aliases an input, `OpOverload.is_view`: view, t, transpose, expand, slice, select, detach, ..., and
@@ -63,6 +64,21 @@ PROMPTS, GROUP, PROMPT_LEN, COMPLETION_LEN = 2, 8, 64, 128
 MICRO_BATCHES = (16, 4)  # learner.micro_batch_size: 1 and 4 passes over the 16 sequences
 HEADLINE = (0, "bf16")  # (learner.zero_stage, learner.precision) of configs/qwen2.5-0.5b-gsm8k.yaml
 VARIANTS = {"ZeRO-0, fp32": (0, "fp32"), "ZeRO-2, bf16": (2, "bf16"), "ZeRO-2, fp32": (2, "fp32")}
+
+
+def counted_settings(bf16_native: bool) -> tuple[tuple[int, str], dict[str, tuple[int, str]], dict[str, str]]:
+    """(the headline, the variants counted beside it, those not counted with why). The counts do not depend on the
+    machine, but where bf16 matmuls are emulated (no AVX512-BF16, AMX or GPU: `learner.precision: auto` picks fp32
+    there) a bf16 update of this size takes hours (1.3 GFLOP/s on a 2-core EPYC without AVX-512): the bf16 settings
+    are left out and ZeRO-0 in fp32 is the headline."""
+    if bf16_native:
+        return HEADLINE, dict(VARIANTS), {}
+    why = "this machine's bf16 matmuls are emulated; learner.precision auto picks fp32 here"
+    headline = (HEADLINE[0], "fp32")
+    counted = {name: v for name, v in VARIANTS.items() if v[1] == "fp32" and v != headline}
+    skipped = {f"ZeRO-{stage}, {precision}": why for stage, precision in [HEADLINE, *VARIANTS.values()]
+               if precision == "bf16"}
+    return headline, counted, skipped
 
 # ----------------------------------------------------------------------------------------------------
 # The counter
@@ -352,6 +368,8 @@ def report_text(result: dict) -> list[str]:
         "| operations | update | plain step | update / plain |", "|---|---|---|---|", *rows, "",
         f"Update / plain at {FULL_DEPTH} layers: **{ratio[at]:.2f}x** (goal <= {result['goal_ops_ratio']}x: "
         f"{'met' if result['ops_goal_met'] else 'not met'}).", "",
+        *([f"Not counted: {' and '.join(result['not_counted'])} "
+           f"({next(iter(result['not_counted'].values()))}).", ""] if result.get("not_counted") else []),
         *([f"The update's operations by whose code dispatched them (`source`): {sources}.", ""] if sources else []),
         f"Host syncs (`.item()`/`float()`/`bool()` of a tensor, `.tolist()`) per optimizer step: "
         f"**{s['update_1_micro_batch']}** with 1 micro-batch, **{s['update_4_micro_batches']}** with 4 "
@@ -381,17 +399,20 @@ def main() -> None:
     # The chunk sizes the code picks on CUDA (module-level patches: both are read at each pass).
     kernels.HEAD_CHUNK_ELEMENTS = kernels.GPU_HEAD_CHUNK_ELEMENTS
     kernels.CHUNK_ELEMENTS = kernels.GPU_CHUNK_ELEMENTS
-    update, plain, variants = {}, {}, {name: ({}, {}) for name in VARIANTS}
+    from grpo_train.config.auto import native_bf16
+
+    headline, counted, skipped = counted_settings(native_bf16())
+    update, plain, variants = {}, {}, {name: ({}, {}) for name in counted}
     plains = {}  # precision -> depth -> the plain step's counts
     with tempfile.TemporaryDirectory() as tmp:
         for depth in (1, 2):
             path = make_model(Path(tmp) / f"depth{depth}", depth)
-            update[depth] = count_update(path, MICRO_BATCHES[0])
+            update[depth] = count_update(path, MICRO_BATCHES[0], *headline)
             attn = update[depth]["attn_implementation"]
-            for precision in sorted({HEADLINE[1], *(v[1] for v in VARIANTS.values())}):
+            for precision in sorted({headline[1], *(v[1] for v in counted.values())}):
                 plains.setdefault(precision, {})[depth] = count_plain(path, attn, precision)
-            plain[depth] = plains[HEADLINE[1]][depth]
-            for name, (stage, precision) in VARIANTS.items():
+            plain[depth] = plains[headline[1]][depth]
+            for name, (stage, precision) in counted.items():
                 variants[name][0][depth] = count_update(path, MICRO_BATCHES[0], stage, precision)
                 variants[name][1][depth] = plains[precision][depth]
                 print(f"depth {depth}, {name}: update {variants[name][0][depth]['ops']} ops", flush=True)
@@ -399,7 +420,7 @@ def main() -> None:
                   f"({update[depth]['seconds']} s); plain {plain[depth]['ops']} ops, {plain[depth]['syncs']} syncs "
                   f"({plain[depth]['seconds']} s)", flush=True)
             if depth == 1:
-                micro4 = count_update(path, MICRO_BATCHES[1])
+                micro4 = count_update(path, MICRO_BATCHES[1], *headline)
                 print(f"depth 1, 4 micro-batches: {micro4['ops']} ops, {micro4['syncs']} syncs", flush=True)
     chunks = {"fused_head_16_rows": update[1]["fused_head"], "fused_head_4_rows": micro4["fused_head"],
               "head_chunk_rows": kernels.GPU_HEAD_CHUNK_ELEMENTS // QWEN25_VOCAB,
@@ -407,7 +428,8 @@ def main() -> None:
     chunks["head"] = (f"fused head ({chunks['fused_head_16_rows']} at 16 rows, {chunks['fused_head_4_rows']} at 4) "
                       f"in the CUDA chunks: {chunks['head_chunk_rows']} rows per head chunk, "
                       f"{chunks['log_softmax_chunk_rows']} per log-softmax chunk (the CPU sizes patched to the GPU's)")
-    result = summarise(update, plain, micro4, chunks, variants, f"ZeRO-{HEADLINE[0]}, {HEADLINE[1]}")
+    result = summarise(update, plain, micro4, chunks, variants, f"ZeRO-{headline[0]}, {headline[1]}")
+    result["not_counted"] = skipped
     result["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -177,10 +177,11 @@ HOST_MEMORY_SHARE = 0.9  # of what the process can reach, the most a projected p
 
 
 def resident_bytes() -> int:
-    """This process's resident memory now (/proc/self/statm), freed heap it keeps included."""
-    import os
+    """This process's resident memory now (psutil, as `grpo_train.memory.host_usage`), freed heap it keeps
+    included."""
+    import psutil
 
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return psutil.Process().memory_info().rss
 
 
 def peak_resident_bytes() -> int:
@@ -189,11 +190,10 @@ def peak_resident_bytes() -> int:
 
 
 def available_bytes() -> int:
-    """Memory the kernel can still hand out without swapping (/proc/meminfo's MemAvailable)."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("/proc/meminfo has no MemAvailable line")
+    """Memory the kernel can still hand out without swapping (psutil's `available`: MemAvailable on Linux)."""
+    import psutil
+
+    return psutil.virtual_memory().available
 
 
 def projected_peak(rows_timed: int, before: int, peak: int, rows: int) -> int:

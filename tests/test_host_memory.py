@@ -38,12 +38,17 @@ print(mmapped_blocks_for(size), keep_freed_host_memory(never_mmap), mmapped_bloc
 """
 
 
-def run_probe(mib: int = 8, mode: str = "default", **env: str) -> list[str]:
-    """(mmapped blocks for a block of `mib` MiB before the call, what the call returned, the same after it)."""
+def fresh_interpreter(source: str, *args: str, **env: str) -> list[str]:
+    """The words `source` prints, run in a fresh interpreter without the caller's MALLOC_* variables."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(mib), mode], env={**clean, **env}, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", source, *args], env={**clean, **env}, capture_output=True,
                          text=True, check=True)
     return out.stdout.split()
+
+
+def run_probe(mib: int = 8, mode: str = "default", **env: str) -> list[str]:
+    """(mmapped blocks for a block of `mib` MiB before the call, what the call returned, the same after it)."""
+    return fresh_interpreter(PROBE, str(mib), mode, **env)
 
 
 def test_blocks_up_to_32_mib_come_from_the_heap_after_the_call():
@@ -75,6 +80,4 @@ def test_a_freed_block_larger_than_the_top_pad_stays_in_the_heap():
     """No trimming at all: mallopt takes a C int, and a 16 GiB trim threshold once reached glibc as 0, so every
     free trimmed the heap down to its 1 GiB top pad and the plain step's fp32 logits (~1 GiB a tensor) page-faulted
     ~420 thousand pages a step in again."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], env=clean, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True", "0"]
+    assert fresh_interpreter(TRIM_PROBE) == ["True", "True", "0"]

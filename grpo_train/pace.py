@@ -13,7 +13,8 @@ The two sides of a candidate (G, k):
   seconds (median) of the last PACE_RECENT steps, checked every step against the measured step at the k in force
   (`pace/step_s_error`; `pace/step_s_model_error`: the same model at the step's realized work, the learner's
   seconds a line in its trained tokens, which tests the model without the step's own draws of lengths and trained
-  groups). The last full fit stays as the prior of the terms a later window cannot determine (resumed requests, after
+  groups; `pace/interval_step_s_error`: the forecast over a choice's interval of steps, the mean step it is for).
+  The last full fit stays as the prior of the terms a later window cannot determine (resumed requests, after
   a stretch at k = 0), so k >= 1 keeps a prediction; a run that has not resumed any request yet takes a resumed
   request's cost as one decode step's.
 - Quality (ustat/staleness.py): MSE_k(G; N) = rho_k^2 ||grad J||^2 + [G c1_k + c2_k + c3_k / (G - 1)] / N from the
@@ -181,7 +182,7 @@ class Pace:
         self.cap = a.tis_cap if a.tis_cap > 0 else None  # the token-level cap the loss applies (None: uncapped)
         self.world = world
         self.k = min(1, self.k_max)
-        self.cost = StepCost(self.k_max, window=PACE_WINDOW, recent=PACE_RECENT)
+        self.cost = StepCost(self.k_max, window=PACE_WINDOW, recent=PACE_RECENT, interval=self.every)
         self.drift = Drift(self.k_max + 1)
         self.choices: list[dict] = []  # {"step", "k", "group_size", "reason"}
         self.warm = False  # this process has trained a step: its first (compilation, allocation) stays out
@@ -292,7 +293,8 @@ class Pace:
         self.drift.observe(update_stats)
         # This step's checks (rollout/step_cost.py item 4): the forecast, its generation phase, the model at the
         # step's own work.
-        for check, key in (("step", "step_s_error"), ("rollout", "rollout_s_error"), ("model", "step_s_model_error")):
+        for check, key in (("step", "step_s_error"), ("rollout", "rollout_s_error"), ("model", "step_s_model_error"),
+                           ("interval", "interval_step_s_error")):
             errors = self.cost.checks[check]
             if errors.last is not None:
                 metrics[f"pace/{key}"], metrics[f"pace/{key}_median"] = errors.last, errors.median()

@@ -207,11 +207,14 @@ def test_the_pace_state_restores_its_predictions_and_choices():
     assert list(restored.cost.bounds) == list(pace.cost.bounds) == [1, 1, 1]
     model = pace.cost.checks["model"]
     assert model.errors and restored.cost.checks["model"].errors == model.errors
+    interval = pace.cost.checks["interval"]  # the forecast over a choice's interval (every 2 steps here)
+    assert interval.errors and restored.cost.checks["interval"].pairs == interval.pairs
+    assert restored.cost.interval == pace.cost.interval == pace.every
     assert restored.cost.learner_line() == pace.cost.learner_line() is not None
     # A state written before the learner's trained tokens were kept: (learner_s, sync_s) pairs, no "model" check.
     old = pace.state_dict()
     old["learner"] = [x[:2] for x in old["learner"]]
-    del old["checks"]["model"]
+    del old["checks"]["model"], old["checks"]["interval"]
     legacy, *_ = pace_and_parts()
     legacy.load_state_dict(old)
     assert legacy.candidates(monitor, 16) == pace.candidates(monitor, 16) and legacy.cost.learner_line() is None

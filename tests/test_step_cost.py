@@ -394,3 +394,29 @@ def test_resamples_of_the_forecast_spread_with_the_steps_and_phases_behind_it():
     prior.lengths.append(lengths)
     prior.learner.append((2.0, 0.1, None))
     assert prior.resampled(32, 5, seed=0)[1] == pytest.approx(np.full(5, prior.predict(32)[1]))
+
+
+def test_the_interval_check_sums_the_forecast_over_a_choices_steps():
+    """Steps at k = 0 that train 0 to all of their groups (the learner's seconds follow): each step's own draw is
+    whole in a span of one step, and the forecast of the mean step misses most steps by more than 15%; over the 4
+    steps between two choices the draws partly average out. Each interval error is the sum of the last 4 forecasts over
+    the sum of the last 4 measured steps, and an interval shorter than the pool's cycle (k + 1) takes the cycle."""
+    rng = np.random.default_rng(0)
+    cost = StepCost(k_max=1, window=64, interval=4)
+    for _ in range(60):
+        lengths = [int(n) for n in rng.integers(10, 200, size=16)]
+        work = PhaseWork.generate(lengths)
+        rollout_s = _seconds(work.decode_steps, work.tokens, 0)
+        learner_s = 0.5 + 0.004 * float(rng.choice([0.0, 0.25, 0.5, 1.0])) * sum(lengths)
+        cost.observe(0, PhaseWork(work.decode_steps, work.tokens, 0, rollout_s), lengths, learner_s,
+                     rollout_s + learner_s)
+    step, interval = cost.checks["step"], cost.checks["interval"]
+    assert len(interval.errors) > 40 and interval.pairs == step.pairs
+    last = interval.pairs[-4:]
+    assert interval.errors[-1] == pytest.approx(sum(p for p, _ in last) / sum(m for _, m in last) - 1)
+    assert step.median() > 0.15 and interval.median() < 0.6 * step.median(), (step.median(), interval.median())
+    cycle = StepCost(k_max=2, interval=1)
+    _run_at(cycle, 2, 12, GPU)
+    assert cycle.checks["interval"].errors == pytest.approx(cycle.checks["step"].errors)  # both over k + 1 = 3 steps
+    with pytest.raises(ValueError, match="interval 0"):
+        StepCost(k_max=1, interval=0)

@@ -54,7 +54,11 @@ grpo_train/pace.py uses it for the trainer's choice.
    tests the cost model itself; "step" what a choice relies on. A step in a change of bound is not checked, nor a
    span that holds one: one of the last K + 1 steps ran at another bound, K the largest bound in force over the last
    k_max + 1 steps (after k -> k' the groups admitted under k keep their deadlines for up to k steps, and a raised
-   bound fills the pool in one long phase): its work is neither k's nor k''s.
+   bound fills the pool in one long phase): its work is neither k's nor k''s. A third, "interval", is "step" over
+   the last max(k + 1, `interval`) steps, `interval` the steps between two choices (rollout.max_staleness_every):
+   the forecast is of the mean step (the choice's score is seconds per step over the steps until the next choice),
+   and at k = 0 a span of one step holds its own draws whole (the demo's steps at k = 0 scatter so that the run's
+   own mean step, known in hindsight, misses one step by a median 13-30%).
 
 Assumptions (where they fail, the prediction does): every request of a phase advances one token per engine step
 from its first (its prefill, resumed prefixes included, fits one step; the engine holds (k + 1) x C sequences:
@@ -73,6 +77,7 @@ yet.
     cost.resampled(completions=B * G, replicates=100, seed=step)   # {k: step seconds of 100 bootstrap resamples}
     cost.checks["step"].median()                   # running median |relative error| at the k in force
     cost.checks["model"].median()                  # the same, the model at each step's realized work
+    cost.checks["interval"].median()               # the forecast over the steps of a choice's interval
 """
 
 from __future__ import annotations
@@ -346,17 +351,21 @@ class StepCost:
     servers (generation goes on through the learner's passes at k >= 1). `checks`: the step's and the rollout's
     relative errors at the k in force, recorded by `observe` before the step joins the window, over the last k + 1
     steps (one cycle of the pool: at k >= 1 a long phase is followed by short ones, and the prediction is their mean;
-    k = 0: the step alone), and "model"'s (item 4)."""
+    k = 0: the step alone), "model"'s (item 4), and "interval": "step"'s over max(k + 1, `interval`) steps."""
 
     def __init__(self, k_max: int, window: int = 64, prior: Mapping[str, float] | None = None,
-                 overlap: bool = False, steps: int = 120, seed: int = 0, recent: int | None = None) -> None:
-        self.k_max, self.overlap, self.steps, self.seed = k_max, overlap, steps, seed
+                 overlap: bool = False, steps: int = 120, seed: int = 0, recent: int | None = None,
+                 interval: int = 1) -> None:
+        if interval < 1:
+            raise ValueError(f"step cost interval {interval}: the steps between two choices, at least 1")
+        self.k_max, self.overlap, self.steps, self.seed, self.interval = k_max, overlap, steps, seed, interval
         self.recent = recent or window  # the last steps whose lengths and learner seconds a forecast draws on
         self.phase_cost = PhaseCost(window, prior)
         self.lengths: deque[list[int]] = deque(maxlen=window)  # per step, its completions' lengths
         # per step, (learner_s, sync_s, trained completion tokens or None)
         self.learner: deque[tuple[float, float, float | None]] = deque(maxlen=window)
-        self.checks = {"step": RelativeErrors(), "rollout": RelativeErrors(), "model": RelativeErrors()}
+        self.checks = {"step": RelativeErrors(), "rollout": RelativeErrors(), "model": RelativeErrors(),
+                       "interval": RelativeErrors()}
         self.bounds: deque[int] = deque(maxlen=k_max + 1)  # the bound in force at each of the last steps
 
     def predict(self, completions: int, ks: Sequence[int] | None = None) -> dict[int, float | None] | None:
@@ -471,6 +480,7 @@ class StepCost:
         rollout_s, predicted_s = (found[k].rollout_s, found[k].step_s) if found is not None else (None, None)
         self.checks["rollout"].add(rollout_s, work.seconds, span=k + 1)
         error = self.checks["step"].add(predicted_s, step_s, span=k + 1)
+        self.checks["interval"].add(predicted_s, step_s, span=max(k + 1, self.interval))
         model = None if trained_tokens is None or not settled else self.model_seconds(k, work, trained_tokens)
         self.checks["model"].add(model, step_s, span=k + 1)
         self.phase_cost.observe(work)

@@ -37,7 +37,8 @@ and a second table follows, per run and averaged over seeds, for every k: the k 
 and the share of the steps spent at each k (every training step, the first included); the median |pace/step_s_error|
 over the run (the step-time prediction against the measured step at the k in force; target within 15%) and
 |pace/step_s_model_error| (the cost model at each step's realized work: without the step's own draws of its longest
-completion and its trained groups); beside the first, the same median for a constant step time known in hindsight
+completion and its trained groups) and |pace/interval_step_s_error| (the forecast over the steps between two choices,
+whose mean step a choice is for); beside the first, the same median for a constant step time known in hindsight
 (`hindsight_error`: the best one, and the run's mean step, which a forecast for the choice aims at): what the steps'
 own spread leaves to any forecast that knows neither a step's draws nor a trend; the training minutes (every
 training step at the mean perf/step_s of the steps after the warm-up: the run's training wall-clock without its
@@ -150,6 +151,7 @@ def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
     spans = [(x + 1, sum(r["perf/step_s"] for r in steps[max(0, i - x): i + 1]))
              for i, (r, x) in enumerate(zip(steps, in_force, strict=True)) if r.get("pace/step_s_error") is not None]
     model = [abs(r["pace/step_s_model_error"]) for r in steps if r.get("pace/step_s_model_error") is not None]
+    interval = [abs(r["pace/interval_step_s_error"]) for r in steps if r.get("pace/interval_step_s_error") is not None]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     measured = [r["perf/step_s"] for r in steps if r["step"] > warmup]
     minutes = len(steps) * statistics.mean(measured) / 60 if measured else 0.0
@@ -160,6 +162,7 @@ def pace_result(run_dir: Path, k: int | str, warmup: int) -> dict:
         "k_share": {str(x): round(in_force.count(x) / len(in_force), 3) for x in sorted(set(in_force))},
         "step_s_error_median": round(statistics.median(errors), 4) if errors else None,
         "step_s_model_error_median": round(statistics.median(model), 4) if model else None,
+        "interval_error_median": round(statistics.median(interval), 4) if interval else None,
         "step_s_error_hindsight": round(hindsight_error(spans), 4) if spans else None,
         "step_s_error_mean": round(hindsight_error(spans, mean=True), 4) if spans else None,
         "train_minutes": round(minutes, 3),
@@ -187,7 +190,8 @@ def _share(share: dict) -> str:
 def pace_table(results: list[dict], ks: list) -> None:
     """The second table (module docstring): per run, then the means over seeds per k."""
     print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {'|step err| med':>14} "
-          f"{'hindsight':>9} {'mean':>6} {'|model err| med':>15} {'train min':>9} {'acc gain/min':>12}  k per step")
+          f"{'hindsight':>9} {'mean':>6} {'|interval err| med':>18} {'|model err| med':>15} {'train min':>9} "
+          f"{'acc gain/min':>12}  k per step")
     for r in results:
         err = f"{r['step_s_error_median']:.1%}" if r["step_s_error_median"] is not None else "-"
         floor = r.get("step_s_error_hindsight")
@@ -195,9 +199,11 @@ def pace_table(results: list[dict], ks: list) -> None:
         mean = f"{r['step_s_error_mean']:.1%}" if r.get("step_s_error_mean") is not None else "-"
         model = r.get("step_s_model_error_median")
         model = f"{model:.1%}" if model is not None else "-"
+        interval = r.get("interval_error_median")
+        interval = f"{interval:.1%}" if interval is not None else "-"
         acc = f"{r['accuracy_per_minute']:.4f}" if r["accuracy_per_minute"] is not None else "-"
         print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} {floor:>9} "
-              f"{mean:>6} {model:>15} {r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
+              f"{mean:>6} {interval:>18} {model:>15} {r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
     for k in ks:
         mine = [r for r in results if r["k"] == k]
         share = {x: statistics.mean(r["k_share"].get(x, 0.0) for r in mine)
@@ -211,9 +217,12 @@ def pace_table(results: list[dict], ks: list) -> None:
         means = [r["step_s_error_mean"] for r in mine if r.get("step_s_error_mean") is not None]
         mean = f"{statistics.mean(means):.1%}" if means else "-"
         model = f"{statistics.mean(models):.1%}" if models else "-"
+        intervals = [r["interval_error_median"] for r in mine if r.get("interval_error_median") is not None]
+        interval = f"{statistics.mean(intervals):.1%}" if intervals else "-"
         acc = f"{statistics.mean(accs):.4f}" if accs else "-"
         print(f"{k!s:>4} {'mean':>4} {','.join(str(r['k_last']) for r in mine):>8} {_share(share):>20} {err:>14} "
-              f"{floor:>9} {mean:>6} {model:>15} {statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
+              f"{floor:>9} {mean:>6} {interval:>18} {model:>15} "
+              f"{statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
     for r in results:  # auto's choices, as its console printed them
         for line in r["choices"]:
             print(f"k{r['k']}-seed{r['seed']}: {line}")
@@ -313,10 +322,12 @@ def main() -> None:
         if AUTO in args.ks:
             errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
             models = [r["step_s_model_error_median"] for r in mine if r.get("step_s_model_error_median") is not None]
+            intervals = [r["interval_error_median"] for r in mine if r.get("interval_error_median") is not None]
             accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
             means[k].update({"k_last": [r["k_last"] for r in mine],
                              "step_s_error_median": statistics.mean(errors) if errors else None,
                              "step_s_model_error_median": statistics.mean(models) if models else None,
+                             "interval_error_median": statistics.mean(intervals) if intervals else None,
                              "train_minutes": statistics.mean(r["train_minutes"] for r in mine),
                              "accuracy_per_minute": statistics.mean(accs) if accs else None})
     base = means.get(0)

@@ -29,6 +29,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=5, help="timed rounds of each batch, after two warm-ups")
     p.add_argument("--completion-len", type=int, default=30, help="the uniform batch's tokens per completion")
     p.add_argument("--seed", type=int, default=0, help="the varied lengths' and tokens' draw")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a dotted override of the demo config (repeatable), e.g. --set learner.share_prompts=false")
     return p
 
 
@@ -55,7 +57,8 @@ def main() -> None:
     from grpo_train.models import resolve_model
 
     precision = concrete_precision("auto")
-    cfg = load_bench_config(ROOT / "bench" / "runs" / "update-lengths", 4, precision, 0.04, prompts_per_step=4)
+    cfg = load_bench_config(ROOT / "bench" / "runs" / "update-lengths", 4, precision, 0.04, prompts_per_step=4,
+                            extra=tuple(args.overrides))
     init_distributed()
     torch.set_num_threads(PEAK_THREADS)
     uniform, _ = yardstick_update_batch(cfg, args.completion_len)
@@ -80,7 +83,8 @@ def main() -> None:
             learner.update(batch)
             seconds[name].append(round(time.perf_counter() - started, 3))
     timed = {name: values[2:] for name, values in seconds.items()}  # the two warm-ups left out
-    print(f"{precision}, {rows} completions: uniform {rows * args.completion_len} tokens ({args.completion_len} each), "
+    print(f"{precision}, share_prompts {cfg.learner.share_prompts}, packing {cfg.learner.packing}, "
+          f"{rows} completions: uniform {rows * args.completion_len} tokens ({args.completion_len} each), "
           f"varied {sum(lengths)} tokens ({min(lengths)}-{max(lengths)})")
     for name, values in timed.items():
         print(f"  {name:8s} update s: {values}")

@@ -218,19 +218,34 @@ def yardstick_update_batch(cfg, completion_len: int):
     prompt-major as the trainer's, each with the `completion_len` random tokens `yardstick_batch` gives its row
     (the plain step's rows are the first of these); advantages +1 / -1 in turn within each group, so no group is
     all-equal and no row is skipped. The sampler's and reference log-probs are filled in by `paired_yardstick`."""
+    prompts = rendered_prompts(cfg, 1)[0]
+    g = cfg.algorithm.group_size
+    input_ids, _ = yardstick_batch(cfg, completion_len, rows=len(prompts) * g)
+    completions = [input_ids[row, -completion_len:].tolist() for row in range(len(prompts) * g)]
+    return update_batch_of(prompts, g, completions), [len(p) for p in prompts]
+
+
+def update_batch_of(prompts: list[list[int]], group_size: int, completions: list[list[int]]):
+    """The UpdateBatch of `completions` (prompt-major: group_size rows per prompt), advantages +1 / -1 in turn
+    within each group, sampler log-probs 0 until `with_logprobs` fills them."""
     import torch
 
     from grpo_train.learner import make_update_batch
 
-    prompts = rendered_prompts(cfg, 1)[0]
-    g = cfg.algorithm.group_size
-    input_ids, _ = yardstick_batch(cfg, completion_len, rows=len(prompts) * g)
-    rows = range(len(prompts) * g)
-    completions = [input_ids[row, -completion_len:].tolist() for row in rows]
+    rows = range(len(completions))
     advantages = torch.tensor([1.0 if row % 2 == 0 else -1.0 for row in rows])
-    batch = make_update_batch([prompts[row // g] for row in rows], completions,
-                              [[0.0] * completion_len for _ in rows], advantages, pad_id=0)
-    return batch, [len(p) for p in prompts]
+    return make_update_batch([prompts[row // group_size] for row in rows], completions,
+                             [[0.0] * len(c) for c in completions], advantages, pad_id=0)
+
+
+def with_logprobs(learner, batch):
+    """`batch` with the learner's own log-probs as the sampler's (on-policy) and the reference's where it has one."""
+    import torch
+
+    with torch.no_grad():
+        batch.sampler_logp = learner.logprobs(batch)
+        batch.ref_logp = learner.logprobs(batch, reference=True) if learner.ref is not None else None
+    return batch
 
 
 def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int, rows: int, rounds: int = 3) -> dict:
@@ -250,9 +265,7 @@ def paired_yardstick(cfg, model_path: str, dtype_name: str, completion_len: int,
     torch.set_num_threads(PEAK_THREADS)
     batch, prompt_lengths = yardstick_update_batch(cfg, completion_len)
     learner = Learner(cfg, model_path, total_optimizer_steps=rounds + 2)
-    with torch.no_grad():
-        batch.sampler_logp = learner.logprobs(batch)
-        batch.ref_logp = learner.logprobs(batch, reference=True) if learner.ref is not None else None
+    with_logprobs(learner, batch)
     model, optimizer = plain_model(cfg, model_path, dtype_name)
     input_ids, attention_mask = yardstick_batch(cfg, completion_len, rows=rows)
     params = sum(p.numel() for p in model.parameters())

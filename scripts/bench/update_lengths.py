@@ -50,10 +50,10 @@ def main() -> None:
     import numpy as np
     import torch
     from bench_step import concrete_precision, load_bench_config
-    from plain_yardstick import PEAK_THREADS, rendered_prompts, yardstick_update_batch
+    from plain_yardstick import PEAK_THREADS, rendered_prompts, update_batch_of, with_logprobs, yardstick_update_batch
 
     from grpo_train.distributed import init_distributed
-    from grpo_train.learner import Learner, make_update_batch
+    from grpo_train.learner import Learner
     from grpo_train.models import resolve_model
 
     precision = concrete_precision("auto")
@@ -67,14 +67,10 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     lengths = varied_lengths(rng, rows, args.completion_len, cfg.rollout.max_tokens)
     completions = [rng.integers(100, 10000, size=n).tolist() for n in lengths]
-    advantages = torch.tensor([1.0 if row % 2 == 0 else -1.0 for row in range(rows)])
-    varied = make_update_batch([prompts[row // g] for row in range(rows)], completions,
-                               [[0.0] * n for n in lengths], advantages, pad_id=0)
+    varied = update_batch_of(prompts, g, completions)
     learner = Learner(cfg, resolve_model(cfg.model.name_or_path), total_optimizer_steps=2 * (args.rounds + 2))
     for batch in (uniform, varied):
-        with torch.no_grad():
-            batch.sampler_logp = learner.logprobs(batch)
-            batch.ref_logp = learner.logprobs(batch, reference=True) if learner.ref is not None else None
+        with_logprobs(learner, batch)
     seconds: dict[str, list[float]] = {"uniform": [], "varied": []}
     for turn in range(args.rounds + 2):
         order = (("uniform", uniform), ("varied", varied))

@@ -187,42 +187,39 @@ def _share(share: dict) -> str:
     return " ".join(f"{x}:{v:.0%}" for x, v in share.items())
 
 
+# The pace table's error columns: (key of pace_result, header, width), printed as percentages.
+ERROR_COLUMNS = (("step_s_error_median", "|step err| med", 14), ("step_s_error_hindsight", "hindsight", 9),
+                 ("step_s_error_mean", "mean", 6), ("interval_error_median", "|interval err| med", 18),
+                 ("step_s_model_error_median", "|model err| med", 15))
+
+
+def mean_known(values) -> float | None:
+    """The mean of the values that are not None; None without any."""
+    known = [v for v in values if v is not None]
+    return statistics.mean(known) if known else None
+
+
+def _cell(value: float | None, spec: str = ".1%") -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def pace_table(results: list[dict], ks: list) -> None:
     """The second table (module docstring): per run, then the means over seeds per k."""
-    print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {'|step err| med':>14} "
-          f"{'hindsight':>9} {'mean':>6} {'|interval err| med':>18} {'|model err| med':>15} {'train min':>9} "
+    errors = " ".join(f"{header:>{width}}" for _, header, width in ERROR_COLUMNS)
+    print(f"{'k':>4} {'seed':>4} {'k at end':>8} {'steps at each k':>20} {errors} {'train min':>9} "
           f"{'acc gain/min':>12}  k per step")
     for r in results:
-        err = f"{r['step_s_error_median']:.1%}" if r["step_s_error_median"] is not None else "-"
-        floor = r.get("step_s_error_hindsight")
-        floor = f"{floor:.1%}" if floor is not None else "-"
-        mean = f"{r['step_s_error_mean']:.1%}" if r.get("step_s_error_mean") is not None else "-"
-        model = r.get("step_s_model_error_median")
-        model = f"{model:.1%}" if model is not None else "-"
-        interval = r.get("interval_error_median")
-        interval = f"{interval:.1%}" if interval is not None else "-"
-        acc = f"{r['accuracy_per_minute']:.4f}" if r["accuracy_per_minute"] is not None else "-"
-        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {err:>14} {floor:>9} "
-              f"{mean:>6} {interval:>18} {model:>15} {r['train_minutes']:>9.2f} {acc:>12}  {r['k_steps']}")
+        errors = " ".join(f"{_cell(r.get(key)):>{width}}" for key, _, width in ERROR_COLUMNS)
+        print(f"{r['k']!s:>4} {r['seed']:>4} {r['k_last']:>8} {_share(r['k_share']):>20} {errors} "
+              f"{r['train_minutes']:>9.2f} {_cell(r['accuracy_per_minute'], '.4f'):>12}  {r['k_steps']}")
     for k in ks:
         mine = [r for r in results if r["k"] == k]
         share = {x: statistics.mean(r["k_share"].get(x, 0.0) for r in mine)
                  for x in sorted({x for r in mine for x in r["k_share"]})}
-        errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
-        accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
-        models = [r["step_s_model_error_median"] for r in mine if r.get("step_s_model_error_median") is not None]
-        floors = [r["step_s_error_hindsight"] for r in mine if r.get("step_s_error_hindsight") is not None]
-        err = f"{statistics.mean(errors):.1%}" if errors else "-"
-        floor = f"{statistics.mean(floors):.1%}" if floors else "-"
-        means = [r["step_s_error_mean"] for r in mine if r.get("step_s_error_mean") is not None]
-        mean = f"{statistics.mean(means):.1%}" if means else "-"
-        model = f"{statistics.mean(models):.1%}" if models else "-"
-        intervals = [r["interval_error_median"] for r in mine if r.get("interval_error_median") is not None]
-        interval = f"{statistics.mean(intervals):.1%}" if intervals else "-"
-        acc = f"{statistics.mean(accs):.4f}" if accs else "-"
-        print(f"{k!s:>4} {'mean':>4} {','.join(str(r['k_last']) for r in mine):>8} {_share(share):>20} {err:>14} "
-              f"{floor:>9} {mean:>6} {interval:>18} {model:>15} "
-              f"{statistics.mean(r['train_minutes'] for r in mine):>9.2f} {acc:>12}")
+        errors = " ".join(f"{_cell(mean_known(r.get(key) for r in mine)):>{width}}" for key, _, width in ERROR_COLUMNS)
+        print(f"{k!s:>4} {'mean':>4} {','.join(str(r['k_last']) for r in mine):>8} {_share(share):>20} {errors} "
+              f"{statistics.mean(r['train_minutes'] for r in mine):>9.2f} "
+              f"{_cell(mean_known(r['accuracy_per_minute'] for r in mine), '.4f'):>12}")
     for r in results:  # auto's choices, as its console printed them
         for line in r["choices"]:
             print(f"k{r['k']}-seed{r['seed']}: {line}")
@@ -320,16 +317,11 @@ def main() -> None:
         means[k]["accuracy_after"] = statistics.mean(after) if after else None
         means[k]["accuracy_after_spread"] = [min(after), max(after)] if after else None
         if AUTO in args.ks:
-            errors = [r["step_s_error_median"] for r in mine if r["step_s_error_median"] is not None]
-            models = [r["step_s_model_error_median"] for r in mine if r.get("step_s_model_error_median") is not None]
-            intervals = [r["interval_error_median"] for r in mine if r.get("interval_error_median") is not None]
-            accs = [r["accuracy_per_minute"] for r in mine if r["accuracy_per_minute"] is not None]
-            means[k].update({"k_last": [r["k_last"] for r in mine],
-                             "step_s_error_median": statistics.mean(errors) if errors else None,
-                             "step_s_model_error_median": statistics.mean(models) if models else None,
-                             "interval_error_median": statistics.mean(intervals) if intervals else None,
-                             "train_minutes": statistics.mean(r["train_minutes"] for r in mine),
-                             "accuracy_per_minute": statistics.mean(accs) if accs else None})
+            means[k]["k_last"] = [r["k_last"] for r in mine]
+            for key in ("step_s_error_median", "step_s_model_error_median", "interval_error_median"):
+                means[k][key] = mean_known(r.get(key) for r in mine)
+            means[k]["train_minutes"] = statistics.mean(r["train_minutes"] for r in mine)
+            means[k]["accuracy_per_minute"] = mean_known(r["accuracy_per_minute"] for r in mine)
     base = means.get(0)
     summary = {"config": str(args.config), "overrides": overrides, "runs": results, "means": means}
     fixed = [k for k in args.ks if k != AUTO]  # the cost fit's: auto's k moves within a run

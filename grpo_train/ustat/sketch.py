@@ -122,7 +122,9 @@ class ScoreSketch:
         call = _Call(args[0].detach().float() @ self.in_factors)
         self._pending.append(call)
 
-        def backward_hook(delta: Tensor) -> None:
+        def backward_hook(delta: Tensor | None) -> None:
+            if delta is None:  # torch calls it with None where no gradient reached the output (a prompt pass's
+                return  # last layer when no prompt position is scored): products stay None, the call is skipped
             call.products = (delta.float() @ self.out_factors) * call.projected_input / math.sqrt(self.dim)
             call.projected_input = None
 

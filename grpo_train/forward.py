@@ -173,82 +173,149 @@ class _FusedHead:
 
 @dataclass
 class PackedCompletions:
-    """A micro-batch's completion tokens packed into rows that each continue one distinct prompt.
+    """A micro-batch's completion tokens packed into rows on top of their prompts' key/value cache.
 
     The shared-prompt pass feeds every completion token but the last (the last predicts nothing we score).
-    Instead of one right-padded row per completion, the fed segments of a prompt's completions are packed
-    first-fit-decreasing into rows as wide as the longest segment or the prompt, whichever is longer. A segment
-    attends to its prompt and to its own earlier tokens only (`attention_mask`). The MLPs, projections and the
-    output head then run on little padding, and the prompt's cached keys/values are repeated once per packed
-    row rather than once per completion. The price is attention over the whole packed row (the mask hides the
-    other segments): a token attends over at most prompt + row width keys, at most twice a padded row's when
-    the prompt is the longer, and no more than a padded row's otherwise.
+    Instead of one right-padded row per completion, the fed segments are packed first-fit-decreasing into rows
+    (`pack_completions` picks their width and whether a row may carry several prompts' completions). Each row's
+    cache is its prompts' cached keys/values side by side (`cache_prompt`, `cache_col`: gathered by
+    `regroup_cache`), and a segment attends to its own prompt's keys and its own earlier tokens only
+    (`attention_mask`). The MLPs, projections and the output head then run on little padding, and a prompt's
+    keys/values are copied once per row that continues it rather than once per completion; the price is attention
+    over the whole row and its cache, the mask hiding the rest.
     """
 
-    prompt: Tensor  # [B] the distinct prompt each packed row continues
     tokens: Tensor  # [B, W] fed tokens (0 on padding)
     positions: Tensor  # [B, W] position ids: the prompt's length + the token's index in its completion
     segment: Tensor  # [B, W] which completion a token belongs to (-1 on padding)
+    token_prompt: Tensor  # [B, W] the distinct prompt that completion continues (-1 on padding)
+    cache_prompt: Tensor  # [B, K] the distinct prompt of each of a row's cached keys (-1 on padding)
+    cache_col: Tensor  # [B, K] that key's column in the prompt pass (a real column of prompt 0 on padding)
     source: Tensor  # [T] flat index b * W + w of every fed token
     target_row: Tensor  # [T] the completion whose next token that position predicts
     target_col: Tensor  # [T] that token's column
 
-    def attention_mask(self, prompt_mask: Tensor, dtype: torch.dtype) -> Tensor:
-        """Additive mask [B, 1, W, P + W] over the cached prompt keys and the packed keys, from prompt_mask
-        [distinct, P] (0 on a prompt's left padding)."""
+    def attention_mask(self, dtype: torch.dtype) -> Tensor:
+        """Additive mask [B, 1, W, K + W] over a row's cached prompt keys and its packed keys."""
         width = self.tokens.shape[1]
         same_segment = (self.segment[:, :, None] == self.segment[:, None, :]) & (self.segment[:, None, :] >= 0)
         causal = torch.ones(width, width, dtype=torch.bool, device=self.tokens.device).tril()
-        sees_prompt = prompt_mask[self.prompt].bool()[:, None, :].expand(-1, width, -1)
-        allowed = torch.cat([sees_prompt, same_segment & causal], 2)[:, None]  # padding rows still see the prompt
+        cached, query = self.cache_prompt[:, None, :], self.token_prompt[:, :, None]
+        sees_prompt = (cached == query) | (query < 0)  # padding sees the whole cache (no empty softmax)
+        allowed = torch.cat([sees_prompt, same_segment & causal], 2)[:, None]
         return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(
             ~allowed, torch.finfo(dtype).min)
 
 
+def regroup_cache(cache, packed: PackedCompletions) -> None:
+    """Turn the prompt pass's cache, [distinct, heads, P', d] per layer, into the packed rows' [B, heads, K, d] in
+    place: each row's prompts' real keys/values side by side (differentiable indexing: gradients reach the prompt
+    pass). Every layer must be a transformers DynamicLayer (a sliding-window cache keeps no whole prompt)."""
+    from transformers.cache_utils import DynamicLayer
+
+    prompt, col = packed.cache_prompt.clamp(min=0), packed.cache_col
+    for layer in cache.layers:
+        if type(layer) is not DynamicLayer:
+            raise ValueError(f"learner.share_prompts needs a full key/value cache; this model's is {type(layer)}")
+        layer.keys = layer.keys[prompt, :, col].transpose(1, 2)  # [B, K, heads, d] -> [B, heads, K, d]
+        layer.values = layer.values[prompt, :, col].transpose(1, 2)
+
+
 def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: int, row_prompt: list[int],
-                     prompt_lengths: list[int], last_prompt_token: bool = False) -> PackedCompletions | None:
+                     prompt_lengths: list[int], costs: SharedPassCosts, last_prompt_token: bool = False
+                     ) -> PackedCompletions | None:
     """Pack the fed completion tokens of [n, P + C] rows (see PackedCompletions); None if no row feeds any.
 
     row_prompt: the distinct prompt of each row; prompt_lengths: each distinct prompt's real tokens, as run in the
-    prompt pass. last_prompt_token: every segment starts with its prompt's last token (left out of the prompt
-    pass), so a completion of c tokens feeds c tokens and its token t is predicted at its segment's index t.
+    prompt pass (left-padded to P' = its widest). last_prompt_token: every segment starts with its prompt's last
+    token (left out of the prompt pass), so a completion of c tokens feeds c tokens and its token t is predicted at
+    its segment's index t. costs (`shared_pass_costs`): the layout is the cheapest of `_completion_bins`'
+    candidates by that estimate.
     """
     shift = int(last_prompt_token)  # segments start `shift` columns before the completion
     p = input_ids.shape[1] - completion_len
+    prompt_width = p - shift  # the prompt pass's columns
     fed = [max(0, int(c) - 1 + shift) if c else 0 for c in attention_mask[:, p:].sum(1).tolist()]
     if max(fed) == 0:
         return None
-    capacity = max(max(fed), max(prompt_lengths))
-    bins: list[tuple[int, list[int]]] = []  # (prompt, rows), with the room left per bin alongside
-    room: list[int] = []
-    for row in sorted((r for r in range(len(fed)) if fed[r]), key=lambda r: -fed[r]):
-        fits = [b for b, (prompt, _) in enumerate(bins) if prompt == row_prompt[row] and room[b] >= fed[row]]
-        if fits:
-            bins[fits[0]][1].append(row)
-            room[fits[0]] -= fed[row]
-        else:
-            bins.append((row_prompt[row], [row]))
-            room.append(capacity - fed[row])
-    width = capacity - min(room)
-    device = input_ids.device
-    tokens = torch.zeros(len(bins), width, dtype=input_ids.dtype, device=device)
+    bins = _completion_bins(fed, row_prompt, prompt_lengths, costs)
+    width = max(sum(fed[row] for row in rows) for rows in bins)
+    prompts_of = [list(dict.fromkeys(row_prompt[row] for row in rows)) for rows in bins]
+    keys = max(sum(prompt_lengths[q] for q in prompts) for prompts in prompts_of)
+    fed_ids = input_ids[:, p - shift:].cpu()  # the layout is built on the host and moved once
+    tokens = torch.zeros(len(bins), width, dtype=input_ids.dtype)
     positions = torch.zeros_like(tokens)
-    segment = torch.full_like(tokens, -1)
+    segment, token_prompt = torch.full_like(tokens, -1), torch.full_like(tokens, -1)
+    cache_prompt = torch.full((len(bins), keys), -1, dtype=torch.long)
+    cache_col = torch.full((len(bins), keys), prompt_width - 1, dtype=torch.long)
     source, target_row, target_col = [], [], []
-    for b, (prompt, rows) in enumerate(bins):
+    for b, rows in enumerate(bins):
+        offset = 0
+        for q in prompts_of[b]:  # a prompt's real tokens are the last of the prompt pass's left-padded columns
+            length = prompt_lengths[q]
+            cache_prompt[b, offset: offset + length] = q
+            cache_col[b, offset: offset + length] = torch.arange(prompt_width - length, prompt_width)
+            offset += length
         offset = 0
         for row in rows:
-            length = fed[row]
-            tokens[b, offset: offset + length] = input_ids[row, p - shift: p - shift + length]
-            positions[b, offset: offset + length] = torch.arange(length, device=device) + prompt_lengths[prompt]
+            length, prompt = fed[row], row_prompt[row]
+            tokens[b, offset: offset + length] = fed_ids[row, :length]
+            positions[b, offset: offset + length] = torch.arange(length) + prompt_lengths[prompt]
             segment[b, offset: offset + length] = row
+            token_prompt[b, offset: offset + length] = prompt
             source.extend(range(b * width + offset, b * width + offset + length))
             target_row.extend([row] * length)
             target_col.extend(range(1 - shift, length + 1 - shift))  # fed token t predicts token t + 1 - shift
             offset += length
-    index = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
-    return PackedCompletions(index([prompt for prompt, _ in bins]), tokens, positions, segment, index(source),
-                             index(target_row), index(target_col))
+    move = lambda t: t.to(input_ids.device)  # noqa: E731
+    index = lambda values: move(torch.tensor(values, dtype=torch.long))  # noqa: E731
+    return PackedCompletions(move(tokens), move(positions), move(segment), move(token_prompt), move(cache_prompt),
+                             move(cache_col), index(source), index(target_row), index(target_col))
+
+
+def _completion_bins(fed: list[int], row_prompt: list[int], prompt_lengths: list[int],
+                     costs: SharedPassCosts) -> list[list[int]]:
+    """The rows that feed tokens, in bins of at most a capacity's fed tokens: the cheapest by rows x (W x (1 +
+    costs.pair x (K + W)) + costs.key x K) (W: the fullest bin's tokens, K: the most prompt keys a bin attends over
+    and copies) of first-fit-decreasing packings at a few capacities (the longest segment or prompt; multiples of
+    the longest segment; the total over 1 to 8 bins), each with one prompt per bin or mixed: a completion goes to a
+    bin of its own prompt with room, else, mixed, to any bin with room. One prompt per bin at the longest prompt's
+    width (the layout before 2026-12-07, always a candidate) pads every bin to the fullest, and a prompt whose
+    completions overflow a bin fills a second one little (2-48-token completions of four 265-token prompts: 5 bins x
+    258 for 915 fed tokens); narrower or mixed bins fill evenly, each copying and attending over its prompts' keys."""
+    rows = sorted((r for r in range(len(fed)) if fed[r]), key=lambda r: (-fed[r], r))
+    total, longest = sum(fed[r] for r in rows), fed[rows[0]]
+    capacities = ({min(total, max(longest, max(prompt_lengths)))} | {int(longest * m) for m in (1, 1.25, 1.5, 2, 3, 4)}
+                  | {-(-total // k) for k in range(1, 9)})
+
+    def cost(bins: list[list[int]]) -> float:
+        width = max(sum(fed[row] for row in rows) for rows in bins)
+        keys = max(sum(prompt_lengths[q] for q in {row_prompt[row] for row in rows}) for rows in bins)
+        return len(bins) * (width * (1 + costs.pair * (keys + width)) + costs.key * keys)
+
+    layouts = [_first_fit(rows, fed, row_prompt, capacity, mixed)
+               for capacity in sorted(c for c in capacities if longest <= c <= total) for mixed in (False, True)]
+    return min(layouts, key=cost)
+
+
+def _first_fit(rows: list[int], fed: list[int], row_prompt: list[int], capacity: int, mixed: bool) -> list[list[int]]:
+    """`rows` (longest first) into bins of at most `capacity` fed tokens: the first bin of the row's prompt with room,
+    else (mixed) the first bin with room, else a new bin."""
+    bins: list[list[int]] = []
+    room: list[int] = []
+    prompts: list[set[int]] = []
+    for row in rows:
+        fits = [b for b in range(len(bins)) if room[b] >= fed[row]]
+        own = [b for b in fits if row_prompt[row] in prompts[b]]
+        if own or (mixed and fits):
+            b = (own or fits)[0]
+        else:
+            bins.append([]), room.append(capacity), prompts.append(set())
+            b = len(bins) - 1
+        bins[b].append(row)
+        room[b] -= fed[row]
+        prompts[b].add(row_prompt[row])
+    return bins
 
 
 @dataclass
@@ -261,7 +328,7 @@ class SharedPromptLayout:
     packed: PackedCompletions | None  # the completion tokens fed on top of the prompts' cache
 
 
-def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_len: int,
+def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_len: int, costs: SharedPassCosts,
                          last_prompt_token: bool = False) -> SharedPromptLayout:
     """The layout of _token_logprobs_shared_prompts.
 
@@ -269,6 +336,7 @@ def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_l
     With last_prompt_token the prompt pass stops one token short and every packed segment starts with that token:
     then every position whose logits enter the loss belongs to one completion (one more fed token per completion).
     The U-statistic monitor (grpo_train/ustat/sketch.py) needs that to tell completions apart from hooks.
+    costs: the model's `shared_pass_costs` (how pack_completions weighs its candidate layouts).
     """
     p = input_ids.shape[1] - completion_len
     prompt_ids, prompt_mask = input_ids[:, :p], attention_mask[:, :p]
@@ -277,7 +345,7 @@ def shared_prompt_layout(input_ids: Tensor, attention_mask: Tensor, completion_l
     if last_prompt_token:  # prompts are left-padded: the last column holds every prompt's last token
         distinct_ids, distinct_mask = distinct_ids[:, :-1], distinct_mask[:, :-1]
     packed = pack_completions(input_ids, attention_mask, completion_len, row_prompt.tolist(),
-                              distinct_mask.sum(1).tolist(), last_prompt_token)
+                              distinct_mask.sum(1).tolist(), costs, last_prompt_token)
     return SharedPromptLayout(distinct_ids, distinct_mask, row_prompt, packed)
 
 
@@ -289,13 +357,14 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
 
     GRPO's G completions of a prompt share it, and a few-shot prompt is often ten times longer than the
     answer: running it once per group instead of once per sequence removes most of the update's FLOPs.
-    The distinct prompts are run with their key/value cache kept (with its autograd graph); the cache rows
-    are repeated for the packed completion rows (PackedCompletions), which are run on top of it. Gradients flow
+    The distinct prompts are run with their key/value cache kept (with its autograd graph); the cache is regrouped
+    into the packed completion rows' prompts (PackedCompletions), which are run on top of it. Gradients flow
     back through the cache into the single prompt pass, so this is the same function of the weights as one
     forward of the whole sequences (checked against it, with gradients, in tests/test_learner.py).
     """
     n, p = input_ids.shape[0], input_ids.shape[1] - completion_len
-    layout = shared_prompt_layout(input_ids, attention_mask, completion_len, last_prompt_token)
+    layout = shared_prompt_layout(input_ids, attention_mask, completion_len, shared_pass_costs(model),
+                                  last_prompt_token)
     distinct_ids, distinct_mask, row_prompt, packed = (layout.distinct_ids, layout.distinct_mask,
                                                        layout.row_prompt, layout.packed)
     fed_ids = packed.tokens if packed is not None else distinct_ids[:, :0]
@@ -314,12 +383,12 @@ def _token_logprobs_shared_prompts(model: torch.nn.Module, input_ids: Tensor, at
     parts = [(first_logp, first_entropy, first_rows, torch.zeros_like(first_rows))]
     if packed is not None:
         cache = out.past_key_values
-        cache.batch_select_indices(packed.prompt)  # [distinct, ...] -> [B, ...], differentiable indexing
+        regroup_cache(cache, packed)  # [distinct, heads, P', d] -> [B, heads, K, d] per layer
         packed_logp, packed_entropy, _ = scored_call(
             model, lambda x: x.flatten(0, 1)[packed.source],  # [B, W, .] -> [T, .]
             completion[packed.target_row, packed.target_col], temperature, with_entropy, fused,
             inputs_embeds=fed_embeds.view(*packed.tokens.shape, -1),
-            attention_mask=packed.attention_mask(distinct_mask, embeds.dtype), position_ids=packed.positions,
+            attention_mask=packed.attention_mask(embeds.dtype), position_ids=packed.positions,
             past_key_values=cache, use_cache=True)
         parts.append((packed_logp, packed_entropy, packed.target_row, packed.target_col))
     logp = torch.zeros(completion.shape, device=input_ids.device)
@@ -375,11 +444,41 @@ def attention_pair_cost(model: torch.nn.Module) -> float | None:
     implementation = config._attn_implementation
     if implementation.startswith("flash_attention") or implementation == "flex_attention":
         return None
+    heads, head_dim, weights = _layer_shapes(config)
+    return 4 * heads * head_dim / (2 * weights)
+
+
+# A cached prompt key copied into a packed row of the shared-prompt pass, in FLOPs of a token's matmuls per element
+# of its keys and values as attention reads them (repeated to every query head): the gather, the head repeat and
+# their backward are memory traffic, not matmuls. Fitted on the EPYC without AVX-512 (fp32, the demo's SmolLM2
+# update, docs/benchmarks.md#shared-prompt-rows): layouts of 8x the cached keys cost what 140-280 such FLOPs a key
+# element predict. GPUs' memory is slower still against their matmuls, so the figure errs toward fewer rows there.
+KEY_ELEMENT_FLOPS = 200
+
+
+@dataclass(frozen=True)
+class SharedPassCosts:
+    """What the shared-prompt pass's layout weighs (`pack_completions`), each relative to one token through a decoder
+    layer's matmuls: a (query, key) pair of attention, and a cached prompt key copied into a packed row."""
+
+    pair: float
+    key: float
+
+
+def shared_pass_costs(model: torch.nn.Module) -> SharedPassCosts:
+    """SharedPassCosts of `model`: attention_pair_cost (the pass's 4-D mask runs through sdpa or eager attention;
+    config/checks.py refuses learner.share_prompts with the variable-length kernels, whose pairs count 0 here) and
+    KEY_ELEMENT_FLOPS x 2 x heads x head_dim a cached key against 2 x the layer's matmul weights."""
+    heads, head_dim, weights = _layer_shapes(hf_config(model))
+    return SharedPassCosts(attention_pair_cost(model) or 0.0, KEY_ELEMENT_FLOPS * 2 * heads * head_dim / (2 * weights))
+
+
+def _layer_shapes(config) -> tuple[int, int, int]:
+    """(query heads, head_dim, a decoder layer's matmul weights) of a transformers config."""
     hidden, heads = config.hidden_size, config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    weights = hidden * head_dim * (2 * heads + 2 * kv_heads) + 3 * hidden * config.intermediate_size
-    return 4 * heads * head_dim / (2 * weights)
+    return heads, head_dim, hidden * head_dim * (2 * heads + 2 * kv_heads) + 3 * hidden * config.intermediate_size
 
 
 def row_capacity(lengths: list[int], pair_cost: float | None) -> int:

@@ -1,6 +1,7 @@
 """The DeepSpeed learner on CPU (gloo, a world of one): update, micro-batch invariance, non-finite skips,
 LoRA, the reference model, and checkpoint round trips."""
 
+import itertools
 import json
 import math
 import os
@@ -15,7 +16,7 @@ import torch.distributed as dist
 from grpo_train import checkpoint
 from grpo_train.config import load_config
 from grpo_train.distributed import init_distributed
-from grpo_train.forward import compile_model, pack_completions, token_logprobs
+from grpo_train.forward import SharedPassCosts, compile_model, pack_completions, token_logprobs
 from grpo_train.learner import Learner, deepspeed_config, lr_lambda, make_update_batch
 
 
@@ -270,25 +271,63 @@ def grouped_batch(seed=0, groups=2, group_size=3):
     return make_update_batch(prompts, completions, logps, torch.randn(len(prompts), generator=g), pad_id=2)
 
 
-def test_completions_pack_first_fit_decreasing_into_rows_of_one_prompt():
+FREE = SharedPassCosts(pair=0.0, key=0.0)
+
+
+def test_completions_pack_first_fit_decreasing_into_the_fewest_cells():
     batch = make_update_batch([[5, 6]] * 3 + [[7, 8, 9, 10, 11]], [[11, 12, 13, 14], [21, 22], [31, 32, 33], [41]],
                               [[-1.0] * 4, [-1.0] * 2, [-1.0] * 3, [-1.0]], torch.zeros(4), pad_id=0)
-    # Fed tokens (all but the last): 3, 1, 2, 0; rows as wide as the longer prompt (5 tokens).
+    # Fed tokens (all but the last): 3, 1, 2, 0. With attention and copied keys free, rows of 3 hold them in 6 cells.
     packed = pack_completions(batch.input_ids, batch.attention_mask, 4, row_prompt=[0, 0, 0, 1],
-                              prompt_lengths=[2, 5])
-    assert packed.prompt.tolist() == [0, 0]  # row 3 feeds nothing: its one token comes from the prompt pass
-    assert packed.tokens.tolist() == [[11, 12, 13, 31, 32], [21, 0, 0, 0, 0]]
-    assert packed.positions.tolist() == [[2, 3, 4, 2, 3], [2, 0, 0, 0, 0]]
-    assert packed.segment.tolist() == [[0, 0, 0, 2, 2], [1, -1, -1, -1, -1]]
+                              prompt_lengths=[2, 5], costs=FREE)
+    assert packed.tokens.tolist() == [[11, 12, 13], [31, 32, 21]]  # row 3 feeds nothing: the prompt pass predicts
+    assert packed.positions.tolist() == [[2, 3, 4], [2, 3, 2]]
+    assert packed.segment.tolist() == [[0, 0, 0], [2, 2, 1]]
+    assert packed.token_prompt.tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert packed.cache_prompt.tolist() == [[0, 0], [0, 0]] and packed.cache_col.tolist() == [[3, 4], [3, 4]]
     assert packed.source.tolist() == [0, 1, 2, 3, 4, 5]
     assert packed.target_row.tolist() == [0, 0, 0, 2, 2, 1]
     assert packed.target_col.tolist() == [1, 2, 3, 1, 2, 1]
-    mask = packed.attention_mask(torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]), torch.float32)
-    allowed = (mask == 0)[:, 0].int().tolist()  # [2 rows, 5 queries, 5 prompt + 5 packed keys]
-    assert allowed[0][3] == [0, 0, 0, 1, 1, 0, 0, 0, 1, 0]  # row 2's first token: its prompt and itself
-    assert allowed[0][2] == [0, 0, 0, 1, 1, 1, 1, 1, 0, 0]  # row 0's third token: not row 2's
-    assert allowed[1][1] == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0]  # padding sees the prompt only (no empty softmax)
-    assert pack_completions(batch.input_ids[3:], batch.attention_mask[3:], 4, [0], [5]) is None
+    allowed = (packed.attention_mask(torch.float32) == 0)[:, 0].int().tolist()  # [2 rows, 3 queries, 2 + 3 keys]
+    assert allowed[1][1] == [1, 1, 1, 1, 0]  # row 2's second token: its prompt and its own first token
+    assert allowed[1][2] == [1, 1, 0, 0, 1]  # row 1's token: not row 2's
+    assert pack_completions(batch.input_ids[3:], batch.attention_mask[3:], 4, [0], [5], FREE) is None
+
+
+def mixed_prompts_batch():
+    """Prompt A's completions (fed 3, 3, 2 tokens) overflow a bin of 5 that B's one completion (fed 2) can share."""
+    return make_update_batch([[5, 6, 7, 8, 9, 10]] * 3 + [[20, 21, 22, 23, 24, 25, 26, 27, 28]],
+                             [[11, 12, 13, 14], [15, 16, 17, 18], [19, 30, 31], [40, 41, 42]],
+                             [[-1.0] * 4, [-1.0] * 4, [-1.0] * 3, [-1.0] * 3], torch.zeros(4), pad_id=2)
+
+
+def test_a_packed_row_mixes_prompts_and_each_token_sees_only_its_own_prompt_and_segment():
+    batch = mixed_prompts_batch()
+    packed = pack_completions(batch.input_ids, batch.attention_mask, 4, [0, 0, 0, 1], [6, 9], FREE)
+    assert packed.tokens.shape == (2, 5)  # 10 fed tokens in 10 cells; one prompt per row needs 3 rows of 5
+    assert {tuple(sorted(set(r) - {-1})) for r in packed.cache_prompt.tolist()} == {(0,), (0, 1)}
+    allowed = (packed.attention_mask(torch.float32) == 0)[:, 0]  # [B, W, K + W]
+    keys = packed.cache_prompt.shape[1]
+    for b, w in itertools.product(*map(range, packed.tokens.shape)):
+        row, prompt = packed.segment[b, w].item(), packed.token_prompt[b, w].item()
+        if row < 0:
+            assert allowed[b, w].any()
+            continue
+        sees_cache = packed.cache_prompt[b] == prompt
+        sees_packed = (packed.segment[b] == row) & (torch.arange(packed.tokens.shape[1]) <= w)
+        assert torch.equal(allowed[b, w], torch.cat([sees_cache, sees_packed])), (b, w)
+        assert sees_cache.sum() == (6, 9)[prompt] and packed.cache_col[b][sees_cache].tolist() == list(
+            range(9 - (6, 9)[prompt], 9))  # the prompt's real columns of the prompt pass (left-padded to 9)
+    assert keys == 15
+    # Where attention costs as much as a token's matmuls per key, sharing a row with B's 9 keys costs more than
+    # padding: one prompt per row, as narrow as the longest segment (4 rows of 3).
+    costly = pack_completions(batch.input_ids, batch.attention_mask, 4, [0, 0, 0, 1], [6, 9],
+                              SharedPassCosts(pair=1.0, key=0.0))
+    assert costly.tokens.shape == (4, 3) and all(len(set(r) - {-1}) == 1 for r in costly.cache_prompt.tolist())
+    # Where each copied key costs as much as a token, the fewest rows win: one row of all 10, over both prompts' keys.
+    copied = pack_completions(batch.input_ids, batch.attention_mask, 4, [0, 0, 0, 1], [6, 9],
+                              SharedPassCosts(pair=0.0, key=1.0))
+    assert copied.tokens.shape == (1, 10) and copied.cache_prompt.shape[1] == 15
 
 
 def logprobs_and_grads(model, batch, shared):
@@ -322,6 +361,19 @@ def test_shared_prompt_forward_equals_the_full_forward_with_gradients(tiny_path,
     if completion_width == 1:  # every completion one token long: only the prompt pass predicts
         batch = make_update_batch([[5, 6, 7]] * 2 + [[8, 9]] * 2, [[10], [11], [12], [13]], [[-1.0]] * 4,
                                   torch.zeros(4), pad_id=2)
+    plain, shared = (logprobs_and_grads(model, batch, share) for share in (False, True))
+    assert_same_logprobs_and_grads(shared, plain)
+
+
+def test_shared_prompt_forward_with_mixed_rows_equals_the_full_forward_with_gradients(tiny_path):
+    from transformers import AutoModelForCausalLM
+
+    from grpo_train.forward import shared_pass_costs, shared_prompt_layout
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_path, dtype=torch.float32, attn_implementation="sdpa")
+    batch = mixed_prompts_batch()
+    layout = shared_prompt_layout(batch.input_ids, batch.attention_mask, 4, shared_pass_costs(model))
+    assert any(len(set(r) - {-1}) > 1 for r in layout.packed.cache_prompt.tolist())  # a row carries both prompts
     plain, shared = (logprobs_and_grads(model, batch, share) for share in (False, True))
     assert_same_logprobs_and_grads(shared, plain)
 

@@ -63,6 +63,10 @@ def test_attention_pair_cost_from_the_config(models):
     # tiny-qwen2: hidden 128, 4 heads of 32, 2 key/value heads, MLP 256: matmul weights a layer
     # 128 x 32 x (8 + 4) + 3 x 128 x 256 = 49,152 + 98,304 = 147,456; a pair 4 x 4 x 32 = 512 FLOPs.
     assert forward.attention_pair_cost(models["sdpa"]) == pytest.approx(512 / (2 * 147_456))
+    # The shared-prompt pass's copied key: its keys and values as attention reads them, 2 x 4 heads x 32 elements.
+    costs = forward.shared_pass_costs(models["sdpa"])
+    assert costs.pair == pytest.approx(512 / (2 * 147_456))
+    assert costs.key == pytest.approx(forward.KEY_ELEMENT_FLOPS * 256 / (2 * 147_456))
 
 
 def test_first_fit_decreasing_fills_rows():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grpo_train.config import load_config
-from grpo_train.forward import shared_prompt_layout, token_logprobs
+from grpo_train.forward import shared_pass_costs, shared_prompt_layout, token_logprobs
 from grpo_train.learner import Learner, make_update_batch
 from grpo_train.ustat.sketch import last_linear, sketch_factors
 
@@ -109,7 +109,8 @@ def test_the_last_prompt_token_packed_layout_is_the_same_function(tiny_path):
     for name, grad in results[0][1].items():
         torch.testing.assert_close(results[1][1][name], grad, atol=1e-5 * max(1.0, grad.abs().max().item()),
                                    rtol=1e-4, msg=name)
-    layout = shared_prompt_layout(batch.input_ids, batch.attention_mask, width, last_prompt_token=True)
+    layout = shared_prompt_layout(batch.input_ids, batch.attention_mask, width, shared_pass_costs(model),
+                                  last_prompt_token=True)
     lengths = batch.completion_mask.sum(1).long()
     # Each completion of c tokens feeds c tokens (its prompt's last, then all but its last) predicting tokens 0..c-1.
     for row in range(len(lengths)):

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from grpo_train.config import Config, ustat_monitor_on
-from grpo_train.forward import PackedSequences, shared_prompt_layout
+from grpo_train.forward import PackedSequences, shared_pass_costs, shared_prompt_layout
 
 
 def sketch_factors(out_features: int, in_features: int, dim: int, seed: int) -> tuple[Tensor, Tensor]:
@@ -101,6 +101,7 @@ class ScoreSketch:
         self.out_factors, self.in_factors = sketch_factors(self.layer.out_features, self.layer.in_features, dim, seed)
         self.dim = dim
         self.share_prompts = share_prompts
+        self.costs = shared_pass_costs(model) if share_prompts else None  # to recompute the pass's layout
         self._pending: list[_Call] = []
         self._watched: list[_Watched] = []
         self.layer.register_forward_hook(self._forward_hook)
@@ -165,7 +166,8 @@ class ScoreSketch:
         products = torch.zeros(n, width, self.dim, dtype=torch.float64)  # per (row, completion token)
         calls = [c for c in watched.calls if c.products is not None]
         if self.share_prompts:
-            layout = shared_prompt_layout(watched.input_ids, watched.attention_mask, width, last_prompt_token=True)
+            layout = shared_prompt_layout(watched.input_ids, watched.attention_mask, width, self.costs,
+                                          last_prompt_token=True)
             # The prompt pass's positions predict nothing that enters the loss (no gradient reaches them here);
             # the packed pass is the call whose shape is the packed rows'.
             packed = layout.packed

@@ -190,7 +190,7 @@ class PackedCompletions:
     segment: Tensor  # [B, W] which completion a token belongs to (-1 on padding)
     token_prompt: Tensor  # [B, W] the distinct prompt that completion continues (-1 on padding)
     cache_prompt: Tensor  # [B, K] the distinct prompt of each of a row's cached keys (-1 on padding)
-    cache_col: Tensor  # [B, K] that key's column in the prompt pass (a real column of prompt 0 on padding)
+    cache_col: Tensor  # [B, K] that key's column in the prompt pass (prompt 0's last column on padding)
     source: Tensor  # [T] flat index b * W + w of every fed token
     target_row: Tensor  # [T] the completion whose next token that position predicts
     target_col: Tensor  # [T] that token's column
@@ -227,7 +227,7 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
     """Pack the fed completion tokens of [n, P + C] rows (see PackedCompletions); None if no row feeds any.
 
     row_prompt: the distinct prompt of each row; prompt_lengths: each distinct prompt's real tokens, as run in the
-    prompt pass (left-padded to P' = its widest). last_prompt_token: every segment starts with its prompt's last
+    prompt pass (left-padded to its P' columns). last_prompt_token: every segment starts with its prompt's last
     token (left out of the prompt pass), so a completion of c tokens feeds c tokens and its token t is predicted at
     its segment's index t. costs (`shared_pass_costs`): the layout is the cheapest of `_completion_bins`'
     candidates by that estimate.
@@ -242,10 +242,10 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
     width = max(sum(fed[row] for row in rows) for rows in bins)
     prompts_of = [list(dict.fromkeys(row_prompt[row] for row in rows)) for rows in bins]
     keys = max(sum(prompt_lengths[q] for q in prompts) for prompts in prompts_of)
-    fed_ids = input_ids[:, p - shift:].cpu()  # the layout is built on the host and moved once
-    tokens = torch.zeros(len(bins), width, dtype=input_ids.dtype)
-    positions = torch.zeros_like(tokens)
-    segment, token_prompt = torch.full_like(tokens, -1), torch.full_like(tokens, -1)
+    fed_ids = input_ids[:, p - shift:]  # [n, C + shift]; the layout is built on the host, the tokens gathered on device
+    take = torch.full((len(bins), width), -1, dtype=torch.long)  # flat index into fed_ids of each packed token
+    positions = torch.zeros_like(take)
+    segment, token_prompt = torch.full_like(take, -1), torch.full_like(take, -1)
     cache_prompt = torch.full((len(bins), keys), -1, dtype=torch.long)
     cache_col = torch.full((len(bins), keys), prompt_width - 1, dtype=torch.long)
     source, target_row, target_col = [], [], []
@@ -259,7 +259,7 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
         offset = 0
         for row in rows:
             length, prompt = fed[row], row_prompt[row]
-            tokens[b, offset: offset + length] = fed_ids[row, :length]
+            take[b, offset: offset + length] = torch.arange(length) + row * fed_ids.shape[1]
             positions[b, offset: offset + length] = torch.arange(length) + prompt_lengths[prompt]
             segment[b, offset: offset + length] = row
             token_prompt[b, offset: offset + length] = prompt
@@ -269,7 +269,9 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
             offset += length
     move = lambda t: t.to(input_ids.device)  # noqa: E731
     index = lambda values: move(torch.tensor(values, dtype=torch.long))  # noqa: E731
-    return PackedCompletions(move(tokens), move(positions), move(segment), move(token_prompt), move(cache_prompt),
+    take = move(take)
+    tokens = torch.where(take >= 0, fed_ids.reshape(-1)[take.clamp(min=0)], 0)  # [B, W], 0 on padding
+    return PackedCompletions(tokens, move(positions), move(segment), move(token_prompt), move(cache_prompt),
                              move(cache_col), index(source), index(target_row), index(target_col))
 
 

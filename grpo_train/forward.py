@@ -16,6 +16,7 @@ model's [n, C, V] logits, then `token_logprobs_from_logits` (the same module).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import sys
 from collections.abc import Callable
@@ -269,8 +270,7 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
             offset += length
     move = lambda t: t.to(input_ids.device)  # noqa: E731
     index = lambda values: move(torch.tensor(values, dtype=torch.long))  # noqa: E731
-    take = move(take)
-    tokens = torch.where(take >= 0, fed_ids.reshape(-1)[take.clamp(min=0)], 0)  # [B, W], 0 on padding
+    tokens = fed_ids.reshape(-1)[move(take.clamp(min=0))] * move(take >= 0)  # [B, W], 0 on padding
     return PackedCompletions(tokens, move(positions), move(segment), move(token_prompt), move(cache_prompt),
                              move(cache_col), index(source), index(target_row), index(target_col))
 
@@ -291,8 +291,8 @@ def _completion_bins(fed: list[int], row_prompt: list[int], prompt_lengths: list
                   | {-(-total // k) for k in range(1, 9)})
 
     def cost(bins: list[list[int]]) -> float:
-        width = max(sum(fed[row] for row in rows) for rows in bins)
-        keys = max(sum(prompt_lengths[q] for q in {row_prompt[row] for row in rows}) for rows in bins)
+        width = max(sum(fed[row] for row in members) for members in bins)
+        keys = max(sum(prompt_lengths[q] for q in {row_prompt[row] for row in members}) for members in bins)
         return len(bins) * (width * (1 + costs.pair * (keys + width)) + costs.key * keys)
 
     layouts = [_first_fit(rows, fed, row_prompt, capacity, mixed)
@@ -305,18 +305,20 @@ def _first_fit(rows: list[int], fed: list[int], row_prompt: list[int], capacity:
     else (mixed) the first bin with room, else a new bin."""
     bins: list[list[int]] = []
     room: list[int] = []
-    prompts: list[set[int]] = []
+    bins_of: dict[int, list[int]] = {}  # each prompt's bins, in order
     for row in rows:
-        fits = [b for b in range(len(bins)) if room[b] >= fed[row]]
-        own = [b for b in fits if row_prompt[row] in prompts[b]]
-        if own or (mixed and fits):
-            b = (own or fits)[0]
-        else:
-            bins.append([]), room.append(capacity), prompts.append(set())
-            b = len(bins) - 1
+        prompt, need = row_prompt[row], fed[row]
+        b = next((b for b in bins_of.get(prompt, ()) if room[b] >= need), None)
+        if b is None and mixed:
+            b = next((b for b in range(len(bins)) if room[b] >= need), None)
+        if b is None:
+            b = len(bins)
+            bins.append([])
+            room.append(capacity)
+        if b not in bins_of.setdefault(prompt, []):
+            bisect.insort(bins_of[prompt], b)
         bins[b].append(row)
-        room[b] -= fed[row]
-        prompts[b].add(row_prompt[row])
+        room[b] -= need
     return bins
 
 
@@ -450,11 +452,10 @@ def attention_pair_cost(model: torch.nn.Module) -> float | None:
     return 4 * heads * head_dim / (2 * weights)
 
 
-# A cached prompt key copied into a packed row of the shared-prompt pass, in FLOPs of a token's matmuls per element
-# of its keys and values as attention reads them (repeated to every query head): the gather, the head repeat and
-# their backward are memory traffic, not matmuls. Fitted on the EPYC without AVX-512 (fp32, the demo's SmolLM2
-# update, docs/benchmarks.md#shared-prompt-rows): layouts of 8x the cached keys cost what 140-280 such FLOPs a key
-# element predict. GPUs' memory is slower still against their matmuls, so the figure errs toward fewer rows there.
+# A prompt key copied into a shared-prompt row, in matmul FLOPs per element of its keys and values as attention reads
+# them (repeated to every query head): gather, repeat and their backward are memory traffic. Fitted on the EPYC
+# without AVX-512 (fp32, the demo's update; docs/benchmarks.md#shared-prompt-rows: 140-280). GPUs' memory is slower
+# still against their matmuls, so there the figure errs toward fewer rows.
 KEY_ELEMENT_FLOPS = 200
 
 
@@ -468,9 +469,8 @@ class SharedPassCosts:
 
 
 def shared_pass_costs(model: torch.nn.Module) -> SharedPassCosts:
-    """SharedPassCosts of `model`: attention_pair_cost (the pass's 4-D mask runs through sdpa or eager attention;
-    config/checks.py refuses learner.share_prompts with the variable-length kernels, whose pairs count 0 here) and
-    KEY_ELEMENT_FLOPS x 2 x heads x head_dim a cached key against 2 x the layer's matmul weights."""
+    """SharedPassCosts of `model`: attention_pair_cost (sdpa or eager: config/checks.py refuses share_prompts with
+    the variable-length kernels, 0 here) and KEY_ELEMENT_FLOPS x 2 x heads x head_dim against 2 x the matmul weights."""
     heads, head_dim, weights = _layer_shapes(hf_config(model))
     return SharedPassCosts(attention_pair_cost(model) or 0.0, KEY_ELEMENT_FLOPS * 2 * heads * head_dim / (2 * weights))
 

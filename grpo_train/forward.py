@@ -270,7 +270,8 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
             offset += length
     move = lambda t: t.to(input_ids.device)  # noqa: E731
     index = lambda values: move(torch.tensor(values, dtype=torch.long))  # noqa: E731
-    tokens = fed_ids.reshape(-1)[move(take.clamp(min=0))] * move(take >= 0)  # [B, W], 0 on padding
+    take = move(take)
+    tokens = fed_ids.reshape(-1)[take.clamp(min=0)] * (take >= 0)  # [B, W], 0 on padding
     return PackedCompletions(tokens, move(positions), move(segment), move(token_prompt), move(cache_prompt),
                              move(cache_col), index(source), index(target_row), index(target_col))
 
@@ -308,15 +309,17 @@ def _first_fit(rows: list[int], fed: list[int], row_prompt: list[int], capacity:
     bins_of: dict[int, list[int]] = {}  # each prompt's bins, in order
     for row in rows:
         prompt, need = row_prompt[row], fed[row]
-        b = next((b for b in bins_of.get(prompt, ()) if room[b] >= need), None)
-        if b is None and mixed:
+        own = bins_of.setdefault(prompt, [])
+        b = next((b for b in own if room[b] >= need), None)
+        if b is None and mixed:  # a bin with room is then another prompt's
             b = next((b for b in range(len(bins)) if room[b] >= need), None)
+            if b is not None:
+                bisect.insort(own, b)
         if b is None:
             b = len(bins)
             bins.append([])
             room.append(capacity)
-        if b not in bins_of.setdefault(prompt, []):
-            bisect.insort(bins_of[prompt], b)
+            own.append(b)
         bins[b].append(row)
         room[b] -= need
     return bins
@@ -497,17 +500,8 @@ def row_capacity(lengths: list[int], pair_cost: float | None) -> int:
 
 def _first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
     """Sequence indices into rows of at most `capacity` tokens, longest first (ties by index: deterministic)."""
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for seq in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
-        fits = next((r for r in range(len(rows)) if room[r] >= lengths[seq]), None)
-        if fits is None:
-            rows.append([])
-            room.append(capacity)
-            fits = len(rows) - 1
-        rows[fits].append(seq)
-        room[fits] -= lengths[seq]
-    return rows
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return _first_fit(order, lengths, [0] * len(lengths), capacity, mixed=False)  # one "prompt": any row with room
 
 
 def hf_config(model: torch.nn.Module):

@@ -240,9 +240,8 @@ def pack_completions(input_ids: Tensor, attention_mask: Tensor, completion_len: 
     if max(fed) == 0:
         return None
     bins = _completion_bins(fed, row_prompt, prompt_lengths, costs)
-    width = max(sum(fed[row] for row in rows) for rows in bins)
+    width, keys = _bins_extent(bins, fed, row_prompt, prompt_lengths)
     prompts_of = [list(dict.fromkeys(row_prompt[row] for row in rows)) for rows in bins]
-    keys = max(sum(prompt_lengths[q] for q in prompts) for prompts in prompts_of)
     fed_ids = input_ids[:, p - shift:]  # [n, C + shift]; the layout is built on the host, the tokens gathered on device
     take = torch.full((len(bins), width), -1, dtype=torch.long)  # flat index into fed_ids of each packed token
     positions = torch.zeros_like(take)
@@ -292,13 +291,20 @@ def _completion_bins(fed: list[int], row_prompt: list[int], prompt_lengths: list
                   | {-(-total // k) for k in range(1, 9)})
 
     def cost(bins: list[list[int]]) -> float:
-        width = max(sum(fed[row] for row in members) for members in bins)
-        keys = max(sum(prompt_lengths[q] for q in {row_prompt[row] for row in members}) for members in bins)
+        width, keys = _bins_extent(bins, fed, row_prompt, prompt_lengths)
         return len(bins) * (width * (1 + costs.pair * (keys + width)) + costs.key * keys)
 
     layouts = [_first_fit(rows, fed, row_prompt, capacity, mixed)
                for capacity in sorted(c for c in capacities if longest <= c <= total) for mixed in (False, True)]
     return min(layouts, key=cost)
+
+
+def _bins_extent(bins: list[list[int]], fed: list[int], row_prompt: list[int], prompt_lengths: list[int]
+                 ) -> tuple[int, int]:
+    """(W, K) of a packing: the fullest bin's fed tokens and the most prompt keys a bin carries."""
+    width = max(sum(fed[row] for row in members) for members in bins)
+    keys = max(sum(prompt_lengths[q] for q in {row_prompt[row] for row in members}) for members in bins)
+    return width, keys
 
 
 def _first_fit(rows: list[int], fed: list[int], row_prompt: list[int], capacity: int, mixed: bool) -> list[list[int]]:
